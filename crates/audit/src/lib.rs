@@ -1,0 +1,1 @@
+//! cordon-audit (under construction).

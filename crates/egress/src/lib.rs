@@ -1,0 +1,1 @@
+//! cordon-egress (under construction).

@@ -1,0 +1,1 @@
+//! cordon-policy (under construction).
