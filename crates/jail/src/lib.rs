@@ -1,0 +1,1 @@
+//! cordon-jail (under construction).
