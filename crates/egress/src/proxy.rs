@@ -1,0 +1,1435 @@
+//! The proxy: accept loop, protocol detection, HTTP forwarding, CONNECT and
+//! SOCKS5 tunnels.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::timeout;
+
+use crate::addr::{classify, AddrClass};
+use crate::config::{Compiled, EgressConfig, Unlisted};
+use crate::error::EgressError;
+use crate::event::{redact_url, Decision, EgressEvent, EventSink, NullSink, Protocol};
+use crate::http1::{
+    parse_request_head, parse_response_head, BodyKind, ChunkedScanner, RequestError, RequestHead,
+    ResponseHead, Target, MAX_HEAD,
+};
+use crate::limits::{Applicable, LimitHit, Limiter};
+use crate::rules::DestHost;
+use crate::sni::{parse_client_hello, HelloError, MAX_CLIENT_HELLO};
+use crate::stream::{BufStream, Meter, Metered, TunnelStream, HIT_CAP, HIT_RATE};
+
+/// Waiting for a client's first or next request head.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Reading a head once it has started, a SOCKS5 handshake, a ClientHello.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Waiting for an upstream response head.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Tunnel buffers: sandbox -> destination and destination -> sandbox.
+const TUNNEL_UP_BUF: usize = 16 * 1024;
+const TUNNEL_DOWN_BUF: usize = 64 * 1024;
+/// How long shutdown waits for connections to notice before cutting them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// A boxed future, for the dyn-compatible hook traits.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Decides about hosts that no rule covers when `on_unlisted = ask`.
+pub trait Approver: Send + Sync {
+    /// `true` allows this one attempt. Called before the name is resolved.
+    fn decide<'a>(&'a self, sandbox_id: &'a str, host: &'a str, port: u16) -> BoxFuture<'a, bool>;
+}
+
+/// The approver used when none is set: refuses. The 403 the sandbox gets
+/// says how to allow the host (`--allow-net HOST` or `network.allow`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyApprover;
+
+impl Approver for DenyApprover {
+    fn decide<'a>(&'a self, _: &'a str, _: &'a str, _: u16) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+}
+
+/// Takes over TLS tunnels to chosen hosts after the SNI check, e.g. to
+/// terminate TLS with a per-run CA and inject bound secrets. Every other
+/// tunnel stays an opaque splice.
+pub trait TlsInterceptor: Send + Sync {
+    /// Whether tunnels to `host:port` go to [`TlsInterceptor::intercept`].
+    fn intercepts(&self, host: &str, port: u16) -> bool;
+    /// Runs the tunnel to its end. The future's bytes are metered (limits
+    /// and byte counts apply) and one event is written when it finishes.
+    fn intercept(&self, tunnel: InterceptedTunnel) -> BoxFuture<'static, io::Result<()>>;
+}
+
+/// What an interceptor gets: the sandbox side (the ClientHello is replayed
+/// first), a TCP connection to the pinned, checked upstream address, and
+/// the host the SNI and the rules agreed on.
+#[derive(Debug)]
+pub struct InterceptedTunnel {
+    pub sandbox_id: String,
+    pub host: String,
+    pub port: u16,
+    pub client: TunnelStream,
+    pub upstream: TcpStream,
+}
+
+/// Totals since the proxy started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EgressSummary {
+    /// Client connections accepted.
+    pub connections: u64,
+    /// Events written (one per attempt).
+    pub events: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    connections: AtomicU64,
+    events: AtomicU64,
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
+}
+
+impl Stats {
+    fn summary(&self) -> EgressSummary {
+        EgressSummary {
+            connections: self.connections.load(Ordering::Relaxed),
+            events: self.events.load(Ordering::Relaxed),
+            allowed: self.allowed.load(Ordering::Relaxed),
+            denied: self.denied.load(Ordering::Relaxed),
+            bytes_up: self.bytes_up.load(Ordering::Relaxed),
+            bytes_down: self.bytes_down.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct Shared {
+    cfg: Compiled,
+    sink: Arc<dyn EventSink>,
+    approver: Arc<dyn Approver>,
+    interceptor: Option<Arc<dyn TlsInterceptor>>,
+    limiter: Arc<Limiter>,
+    stats: Stats,
+}
+
+/// A configured proxy, ready to serve a listener.
+pub struct Egress {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Egress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Egress")
+            .field("config", &self.shared.cfg.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Egress {
+    /// Validates the configuration. Events go nowhere until
+    /// [`Egress::with_sink`] is called.
+    pub fn new(config: EgressConfig) -> Result<Self, EgressError> {
+        let cfg = config.compile()?;
+        let limiter = Arc::new(Limiter::new(&cfg.cfg.rate_limits, cfg.cfg.max_bytes));
+        Ok(Self {
+            shared: Arc::new(Shared {
+                cfg,
+                sink: Arc::new(NullSink),
+                approver: Arc::new(DenyApprover),
+                interceptor: None,
+                limiter,
+                stats: Stats::default(),
+            }),
+        })
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Shared)) -> Self {
+        if let Some(s) = Arc::get_mut(&mut self.shared) {
+            f(s);
+        }
+        self
+    }
+
+    /// Where events go.
+    pub fn with_sink(self, sink: Arc<dyn EventSink>) -> Self {
+        self.edit(|s| s.sink = sink)
+    }
+
+    /// Who decides about unlisted hosts when `on_unlisted = ask`.
+    pub fn with_approver(self, approver: Arc<dyn Approver>) -> Self {
+        self.edit(|s| s.approver = approver)
+    }
+
+    /// Hands TLS tunnels to chosen hosts to an interceptor.
+    pub fn with_tls_interceptor(self, interceptor: Arc<dyn TlsInterceptor>) -> Self {
+        self.edit(|s| s.interceptor = Some(interceptor))
+    }
+
+    /// Runs the proxy on its own thread with a single-threaded tokio
+    /// runtime. `listener` is already bound (e.g. inside the sandbox's
+    /// network namespace); it is set non-blocking here.
+    pub fn spawn(self, listener: std::net::TcpListener) -> Result<ProxyHandle, EgressError> {
+        listener
+            .set_nonblocking(true)
+            .map_err(EgressError::Listener)?;
+        let local_addr = listener.local_addr().map_err(EgressError::Listener)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(EgressError::Runtime)?;
+        let listener = {
+            let _guard = rt.enter();
+            TcpListener::from_std(listener).map_err(EgressError::Listener)?
+        };
+        let (tx, rx) = watch::channel(false);
+        let shared = self.shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("cordon-egress".into())
+            .spawn(move || rt.block_on(run(self.shared, listener, rx)))
+            .map_err(EgressError::Runtime)?;
+        Ok(ProxyHandle {
+            shutdown: tx,
+            thread: Some(thread),
+            shared,
+            local_addr,
+        })
+    }
+
+    /// Serves `listener` on the caller's runtime until `shutdown` completes,
+    /// then closes every connection (live tunnels too) and returns totals.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> EgressSummary {
+        let (tx, rx) = watch::channel(false);
+        let server = run(self.shared, listener, rx);
+        tokio::pin!(server);
+        tokio::select! {
+            s = &mut server => s,
+            () = shutdown => {
+                let _ = tx.send(true);
+                server.await
+            }
+        }
+    }
+}
+
+/// A proxy running on its own thread.
+pub struct ProxyHandle {
+    shutdown: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<EgressSummary>>,
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+}
+
+impl fmt::Debug for ProxyHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProxyHandle")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProxyHandle {
+    /// The address the proxy listens on (as seen in its namespace).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Totals so far, while it runs.
+    pub fn summary(&self) -> EgressSummary {
+        self.shared.stats.summary()
+    }
+
+    /// Stops accepting, closes every connection (live tunnels too; each
+    /// still gets its event) and returns the totals.
+    pub fn shutdown(mut self) -> EgressSummary {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> EgressSummary {
+        let _ = self.shutdown.send(true);
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| self.shared.stats.summary()),
+            None => self.shared.stats.summary(),
+        }
+    }
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop();
+        }
+    }
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) -> EgressSummary {
+    let mut tasks = JoinSet::new();
+    let stop_rx = shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|v| *v) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+                    let shared = shared.clone();
+                    let mut stop = stop_rx.clone();
+                    tasks.spawn(async move {
+                        tokio::select! {
+                            () = handle_connection(shared, stream) => {}
+                            _ = stop.wait_for(|v| *v) => {}
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "egress proxy accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    shared.stats.summary()
+}
+
+/// One attempt. Writes exactly one event when dropped, whatever path ended
+/// it (answer, error, shutdown).
+struct Attempt {
+    shared: Arc<Shared>,
+    ev: EgressEvent,
+    start: Instant,
+    meter: Arc<Meter>,
+}
+
+impl Attempt {
+    fn new(shared: &Arc<Shared>, protocol: Protocol, method: &str) -> Self {
+        Self {
+            shared: shared.clone(),
+            ev: EgressEvent {
+                time: SystemTime::now(),
+                sandbox_id: shared.cfg.cfg.sandbox_id.clone(),
+                protocol,
+                method: method.to_string(),
+                host: String::new(),
+                port: 0,
+                path: None,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration: Duration::ZERO,
+                decision: Decision::Deny,
+                rule: "incomplete".into(),
+                status: None,
+            },
+            start: Instant::now(),
+            meter: Arc::new(Meter::default()),
+        }
+    }
+
+    fn target(&mut self, host: &str, port: u16) {
+        self.ev.host = host.to_string();
+        self.ev.port = port;
+    }
+
+    fn deny(&mut self, rule: impl Into<String>) {
+        self.ev.decision = Decision::Deny;
+        self.ev.rule = rule.into();
+    }
+
+    fn allow(&mut self, rule: impl Into<String>) {
+        self.ev.decision = Decision::Allow;
+        self.ev.rule = rule.into();
+    }
+
+    fn up(&self, n: usize) {
+        self.meter.up.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn down(&self, n: usize) {
+        self.meter.down.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        let mut ev = std::mem::replace(
+            &mut self.ev,
+            EgressEvent {
+                time: SystemTime::UNIX_EPOCH,
+                sandbox_id: String::new(),
+                protocol: Protocol::Http,
+                method: String::new(),
+                host: String::new(),
+                port: 0,
+                path: None,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration: Duration::ZERO,
+                decision: Decision::Deny,
+                rule: String::new(),
+                status: None,
+            },
+        );
+        ev.duration = self.start.elapsed();
+        ev.bytes_up = self.meter.up.load(Ordering::Relaxed);
+        ev.bytes_down = self.meter.down.load(Ordering::Relaxed);
+        match self.meter.hit() {
+            HIT_RATE => {
+                ev.decision = Decision::Deny;
+                ev.rule = "rate-limit".into();
+            }
+            HIT_CAP => {
+                ev.decision = Decision::Deny;
+                ev.rule = "byte-cap".into();
+            }
+            _ => {}
+        }
+        let st = &self.shared.stats;
+        st.events.fetch_add(1, Ordering::Relaxed);
+        match ev.decision {
+            Decision::Allow => st.allowed.fetch_add(1, Ordering::Relaxed),
+            Decision::Deny => st.denied.fetch_add(1, Ordering::Relaxed),
+        };
+        st.bytes_up.fetch_add(ev.bytes_up, Ordering::Relaxed);
+        st.bytes_down.fetch_add(ev.bytes_down, Ordering::Relaxed);
+        tracing::debug!(
+            protocol = ?ev.protocol,
+            host = %ev.host,
+            port = ev.port,
+            decision = ?ev.decision,
+            rule = %ev.rule,
+            "egress"
+        );
+        self.shared.sink.record(ev);
+    }
+}
+
+/// A refusal: the rule for the event, the status / SOCKS reply, and the
+/// text for the sandbox.
+struct Refusal {
+    rule: String,
+    status: u16,
+    socks_reply: u8,
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+const SOCKS_GENERAL_FAILURE: u8 = 1;
+const SOCKS_NOT_ALLOWED: u8 = 2;
+const SOCKS_HOST_UNREACHABLE: u8 = 4;
+const SOCKS_CONN_REFUSED: u8 = 5;
+const SOCKS_CMD_UNSUPPORTED: u8 = 7;
+const SOCKS_ATYP_UNSUPPORTED: u8 = 8;
+
+fn fmt_dest(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl Shared {
+    /// Matches the rules (before any name is resolved). `Ok(rule)` to allow.
+    async fn decide(&self, host: &str, port: u16) -> Result<String, Refusal> {
+        let cfg = &self.cfg.cfg;
+        let dest = fmt_dest(host, port);
+        if let Some(r) = cfg.deny.iter().find(|r| r.matches(host, port)) {
+            return Err(Refusal {
+                rule: format!("deny:{r}"),
+                status: 403,
+                socks_reply: SOCKS_NOT_ALLOWED,
+                message: format!(
+                    "cordon: egress to {dest} denied by the rule deny:{r}. Deny rules win over allow rules; to allow it, an operator removes that rule from network.deny in the profile."
+                ),
+                retry_after: None,
+            });
+        }
+        if let Some(r) = cfg.allow.iter().find(|r| r.matches(host, port)) {
+            return Ok(format!("allow:{r}"));
+        }
+        if cfg.on_unlisted == Unlisted::Ask
+            && self.approver.decide(&cfg.sandbox_id, host, port).await
+        {
+            return Ok("ask:approved".into());
+        }
+        Err(Refusal {
+            rule: "unlisted".into(),
+            status: 403,
+            socks_reply: SOCKS_NOT_ALLOWED,
+            message: format!(
+                "cordon: egress to {dest} denied (not in the allowlist). To allow it: --allow-net {host} or network.allow in the profile."
+            ),
+            retry_after: None,
+        })
+    }
+
+    fn limit_refusal(&self, host: &str, port: u16, hit: LimitHit) -> Refusal {
+        let dest = fmt_dest(host, port);
+        match hit {
+            LimitHit::Rate { rule, retry_after } => Refusal {
+                rule: "rate-limit".into(),
+                status: 429,
+                socks_reply: SOCKS_NOT_ALLOWED,
+                message: format!(
+                    "cordon: egress to {dest} refused: the rate limit for {rule} is used up; it refills in {:.1}s. An operator can raise it in network.rate_limits.",
+                    retry_after.as_secs_f64()
+                ),
+                retry_after: Some(retry_after),
+            },
+            LimitHit::Cap { max } => Refusal {
+                rule: "byte-cap".into(),
+                status: 429,
+                socks_reply: SOCKS_NOT_ALLOWED,
+                message: format!(
+                    "cordon: egress to {dest} refused: this sandbox's total network byte cap ({max} bytes) is used up. An operator can raise network.max_bytes."
+                ),
+                retry_after: None,
+            },
+        }
+    }
+
+    /// Resolves on the host side (or through the overrides) and refuses
+    /// when any address is not public, unless private addresses are allowed.
+    async fn resolve(
+        &self,
+        host: &str,
+        is_ip: bool,
+        port: u16,
+    ) -> Result<Vec<SocketAddr>, Refusal> {
+        // Operator-declared addresses are trusted, loopback included.
+        if let Some(addrs) = self.cfg.override_for(host, port) {
+            return Ok(addrs);
+        }
+        let dest = fmt_dest(host, port);
+        let addrs: Vec<SocketAddr> = if is_ip {
+            match host.parse::<IpAddr>() {
+                Ok(ip) => vec![SocketAddr::new(ip, port)],
+                Err(_) => Vec::new(),
+            }
+        } else {
+            match timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+                Ok(Ok(it)) => it.collect(),
+                _ => Vec::new(),
+            }
+        };
+        if addrs.is_empty() {
+            return Err(Refusal {
+                rule: "resolve-failed".into(),
+                status: 502,
+                socks_reply: SOCKS_HOST_UNREACHABLE,
+                message: format!("cordon: could not resolve {host} for egress to {dest}."),
+                retry_after: None,
+            });
+        }
+        if !self.cfg.cfg.allow_private {
+            for a in &addrs {
+                let Some(class) = classify(a.ip()) else {
+                    continue;
+                };
+                let ip = a.ip();
+                let shown = if is_ip {
+                    String::new()
+                } else {
+                    format!(" (it resolves to {ip})")
+                };
+                let (rule, what) = match class {
+                    AddrClass::Metadata => (
+                        format!("metadata-address {ip}"),
+                        "a cloud metadata address".to_string(),
+                    ),
+                    AddrClass::NotPublic(why) => {
+                        (format!("private-address {ip}"), format!("a {why} address"))
+                    }
+                };
+                return Err(Refusal {
+                    rule,
+                    status: 403,
+                    socks_reply: SOCKS_NOT_ALLOWED,
+                    message: format!(
+                        "cordon: egress to {dest} denied{shown}: {ip} is {what}, which sandboxes may not reach. To allow it: network.allow_private = true in the profile."
+                    ),
+                    retry_after: None,
+                });
+            }
+        }
+        Ok(addrs)
+    }
+}
+
+/// Connects to the first of the checked addresses that answers; no second
+/// lookup happens, so the address that was checked is the one used.
+async fn connect_pinned(addrs: &[SocketAddr], host: &str, port: u16) -> Result<TcpStream, Refusal> {
+    let mut last: Option<io::Error> = None;
+    for a in addrs {
+        match timeout(CONNECT_TIMEOUT, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = Some(e),
+            Err(_) => last = Some(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+        }
+    }
+    let refused = last
+        .as_ref()
+        .is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused);
+    Err(Refusal {
+        rule: "connect-failed".into(),
+        status: 502,
+        socks_reply: if refused {
+            SOCKS_CONN_REFUSED
+        } else {
+            SOCKS_HOST_UNREACHABLE
+        },
+        message: format!(
+            "cordon: could not connect to {}: {}.",
+            fmt_dest(host, port),
+            last.map(|e| e.to_string()).unwrap_or_default()
+        ),
+        retry_after: None,
+    })
+}
+
+async fn handle_connection(shared: Arc<Shared>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut client = BufStream::new(stream);
+    match timeout(IDLE_TIMEOUT, client.fill(MAX_HEAD + 1)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        _ => return,
+    }
+    if client.data().first() == Some(&5) {
+        socks5(shared, client).await;
+    } else {
+        http_connection(shared, client).await;
+    }
+}
+
+fn status_text(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        414 => "URI Too Long",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+/// Writes a plain-text answer from the proxy itself and asks to close.
+async fn answer(
+    client: &mut TcpStream,
+    status: u16,
+    message: &str,
+    retry_after: Option<Duration>,
+) -> usize {
+    let body = format!("{message}\n");
+    let mut out = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Cordon-Egress: refused\r\n",
+        status_text(status),
+        body.len()
+    );
+    if let Some(r) = retry_after {
+        out.push_str(&format!(
+            "Retry-After: {}\r\n",
+            r.as_secs_f64().ceil().max(1.0) as u64
+        ));
+    }
+    out.push_str("\r\n");
+    out.push_str(&body);
+    let _ = client.write_all(out.as_bytes()).await;
+    let _ = client.shutdown().await;
+    out.len()
+}
+
+async fn refuse_http(client: &mut TcpStream, att: &mut Attempt, r: Refusal) {
+    att.deny(r.rule);
+    att.ev.status = Some(r.status);
+    let n = answer(client, r.status, &r.message, r.retry_after).await;
+    att.down(n);
+}
+
+enum HeadRead {
+    Head(RequestHead),
+    Closed,
+    Bad(RequestError),
+}
+
+async fn read_request_head(client: &mut BufStream, first: bool) -> HeadRead {
+    let mut waited_idle = !first;
+    loop {
+        match parse_request_head(client.data()) {
+            Ok(Some(h)) => return HeadRead::Head(h),
+            Err(e) => return HeadRead::Bad(e),
+            Ok(None) => {}
+        }
+        let started = !client.data().is_empty();
+        let limit = if started {
+            HANDSHAKE_TIMEOUT
+        } else {
+            IDLE_TIMEOUT
+        };
+        if !started && !waited_idle {
+            waited_idle = true;
+        }
+        match timeout(limit, client.fill(MAX_HEAD + 1)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                if client.data().is_empty() {
+                    return HeadRead::Closed;
+                }
+                return HeadRead::Bad(RequestError {
+                    status: 400,
+                    reason: "incomplete request head".into(),
+                    method: String::new(),
+                });
+            }
+            Ok(Ok(_)) => {}
+            Err(_) => {
+                if client.data().is_empty() {
+                    return HeadRead::Closed;
+                }
+                return HeadRead::Bad(RequestError {
+                    status: 408,
+                    reason: "request head not completed in time".into(),
+                    method: String::new(),
+                });
+            }
+        }
+    }
+}
+
+struct Upstream {
+    host: String,
+    port: u16,
+    conn: BufStream,
+}
+
+async fn http_connection(shared: Arc<Shared>, mut client: BufStream) {
+    let mut upstream: Option<Upstream> = None;
+    let mut first = true;
+    loop {
+        let head = read_request_head(&mut client, first).await;
+        first = false;
+        let req = match head {
+            HeadRead::Closed => return,
+            HeadRead::Bad(e) => {
+                let proto = if e.method == "CONNECT" {
+                    Protocol::Connect
+                } else {
+                    Protocol::Http
+                };
+                let mut att = Attempt::new(&shared, proto, &e.method);
+                att.up(client.data().len().min(MAX_HEAD));
+                att.deny(format!("malformed: {}", e.reason));
+                att.ev.status = Some(e.status);
+                let msg = format!(
+                    "cordon: malformed request refused: {}. The egress proxy accepts HTTP/1.1 proxy requests (absolute-form URLs, CONNECT host:port) and SOCKS5.",
+                    e.reason
+                );
+                let n = answer(&mut client.s, e.status, &msg, None).await;
+                att.down(n);
+                return;
+            }
+            HeadRead::Head(h) => h,
+        };
+        client.consume(req.head_len);
+        if req.method == "CONNECT" {
+            let att = Attempt::new(&shared, Protocol::Connect, "CONNECT");
+            att.up(req.head_len);
+            connect_tunnel(&shared, client, req, att).await;
+            return;
+        }
+        let keep = plain_request(&shared, &mut client, &mut upstream, req).await;
+        if !keep {
+            return;
+        }
+    }
+}
+
+/// Forwards one plain HTTP request. Returns whether the client connection
+/// can carry another.
+async fn plain_request(
+    shared: &Arc<Shared>,
+    client: &mut BufStream,
+    upstream: &mut Option<Upstream>,
+    req: RequestHead,
+) -> bool {
+    let mut att = Attempt::new(shared, Protocol::Http, &req.method);
+    att.up(req.head_len);
+    let (host, port, path) = match &req.target {
+        Target::Absolute {
+            host, port, path, ..
+        } => (host.clone(), *port, path.clone()),
+        Target::Authority { host, port, .. } => (host.clone(), *port, "/".into()),
+    };
+    att.target(&host, port);
+    att.ev.path = Some(redact_url(&path));
+    let cfg = &shared.cfg.cfg;
+    let dest = fmt_dest(&host, port);
+    if cfg.https_only {
+        let r = Refusal {
+            rule: "https-only".into(),
+            status: 403,
+            socks_reply: SOCKS_NOT_ALLOWED,
+            message: format!(
+                "cordon: plain HTTP to {dest} refused: this sandbox may only use HTTPS. Use https://{host}/ (an operator can turn off network.https_only)."
+            ),
+            retry_after: None,
+        };
+        refuse_http(&mut client.s, &mut att, r).await;
+        return false;
+    }
+    if !cfg.methods.is_empty() && !cfg.methods.iter().any(|m| *m == req.method) {
+        let r = Refusal {
+            rule: format!("method {}", req.method),
+            status: 403,
+            socks_reply: SOCKS_NOT_ALLOWED,
+            message: format!(
+                "cordon: {} to {dest} refused: only these HTTP methods are allowed: {}. An operator can change network.methods.",
+                req.method,
+                cfg.methods.join(", ")
+            ),
+            retry_after: None,
+        };
+        refuse_http(&mut client.s, &mut att, r).await;
+        return false;
+    }
+    let rule = match shared.decide(&host, port).await {
+        Ok(rule) => rule,
+        Err(r) => {
+            refuse_http(&mut client.s, &mut att, r).await;
+            return false;
+        }
+    };
+    let applicable = match shared.limiter.admit(&host, port) {
+        Ok(a) => a,
+        Err(hit) => {
+            let r = shared.limit_refusal(&host, port, hit);
+            refuse_http(&mut client.s, &mut att, r).await;
+            return false;
+        }
+    };
+    // Reuse the upstream connection when it goes to the same place.
+    let reuse = upstream
+        .as_ref()
+        .is_some_and(|u| u.host == host && u.port == port);
+    if !reuse {
+        *upstream = None;
+        let addrs = match shared.resolve(&host, req.target.is_ip(), port).await {
+            Ok(a) => a,
+            Err(r) => {
+                refuse_http(&mut client.s, &mut att, r).await;
+                return false;
+            }
+        };
+        att.allow(rule.clone());
+        match connect_pinned(&addrs, &host, port).await {
+            Ok(s) => {
+                *upstream = Some(Upstream {
+                    host: host.clone(),
+                    port,
+                    conn: BufStream::new(s),
+                })
+            }
+            Err(r) => {
+                att.ev.status = Some(r.status);
+                let n = answer(&mut client.s, r.status, &r.message, None).await;
+                att.down(n);
+                return false;
+            }
+        }
+    }
+    att.allow(rule);
+    let Some(up) = upstream.as_mut() else {
+        return false;
+    };
+    let result = exchange(shared, client, up, &req, &att, &applicable).await;
+    match result {
+        Ok((status, keep_client, keep_upstream)) => {
+            att.ev.status = Some(status);
+            if !keep_upstream {
+                *upstream = None;
+            }
+            keep_client && req.keep_alive
+        }
+        Err(ExchangeError::BeforeResponse(msg)) => {
+            *upstream = None;
+            if att.meter.hit() == 0 {
+                att.ev.status = Some(502);
+                let n = answer(
+                    &mut client.s,
+                    502,
+                    &format!("cordon: the request to {dest} failed: {msg}."),
+                    None,
+                )
+                .await;
+                att.down(n);
+            } else {
+                let r = shared.limit_refusal(
+                    &host,
+                    port,
+                    if att.meter.hit() == HIT_CAP {
+                        LimitHit::Cap {
+                            max: cfg.max_bytes.unwrap_or(0),
+                        }
+                    } else {
+                        LimitHit::Rate {
+                            rule: host.clone(),
+                            retry_after: Duration::from_secs(1),
+                        }
+                    },
+                );
+                att.ev.status = Some(429);
+                let n = answer(&mut client.s, 429, &r.message, None).await;
+                att.down(n);
+            }
+            false
+        }
+        Err(ExchangeError::AfterResponse) => {
+            *upstream = None;
+            false
+        }
+    }
+}
+
+enum ExchangeError {
+    /// Nothing was sent to the client yet: answer with an error.
+    BeforeResponse(String),
+    /// The response was under way: only closing is left.
+    AfterResponse,
+}
+
+fn charge(shared: &Shared, att: &Attempt, applicable: &Applicable, n: usize) -> bool {
+    match shared.limiter.charge(applicable, n) {
+        Ok(()) => true,
+        Err(hit) => {
+            att.meter.record_hit(&hit);
+            false
+        }
+    }
+}
+
+/// Sends the request and relays the response. Returns the status, whether
+/// the client may send another request, whether the upstream connection is
+/// reusable.
+async fn exchange(
+    shared: &Shared,
+    client: &mut BufStream,
+    up: &mut Upstream,
+    req: &RequestHead,
+    att: &Attempt,
+    applicable: &Applicable,
+) -> Result<(u16, bool, bool), ExchangeError> {
+    let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
+    let mut out = Vec::with_capacity(512);
+    req.write_upstream(&mut out);
+    if req.expect_continue {
+        client
+            .s
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .map_err(|_| before("client went away"))?;
+    }
+    // Send the head and whatever part of the body is already buffered in
+    // one write.
+    let mut body_left = match req.body {
+        BodyKind::Length(n) => n,
+        _ => 0,
+    };
+    let mut scanner = ChunkedScanner::new();
+    let mut chunked_done = req.body != BodyKind::Chunked;
+    let buffered = client.data();
+    let take = match req.body {
+        BodyKind::Length(_) => (buffered.len() as u64).min(body_left) as usize,
+        BodyKind::Chunked => scanner.feed(buffered).map_err(before)?,
+        _ => 0,
+    };
+    out.extend_from_slice(&buffered[..take]);
+    client.consume(take);
+    body_left -= if matches!(req.body, BodyKind::Length(_)) {
+        take as u64
+    } else {
+        0
+    };
+    if req.body == BodyKind::Chunked {
+        chunked_done = scanner.is_done();
+    }
+    att.up(take);
+    if !charge(shared, att, applicable, out.len()) {
+        return Err(before("limit"));
+    }
+    up.conn
+        .s
+        .write_all(&out)
+        .await
+        .map_err(|e| before(&format!("sending to upstream: {e}")))?;
+    drop(out);
+    // The rest of the request body.
+    while body_left > 0 || !chunked_done {
+        if client.data().is_empty() {
+            match timeout(HANDSHAKE_TIMEOUT, client.fill(crate::stream::READ_CHUNK)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Err(before("the request body ended early")),
+            }
+        }
+        let data = client.data();
+        let n = if chunked_done {
+            (data.len() as u64).min(body_left) as usize
+        } else {
+            let n = scanner.feed(data).map_err(before)?;
+            chunked_done = scanner.is_done();
+            n
+        };
+        if !charge(shared, att, applicable, n) {
+            return Err(before("limit"));
+        }
+        up.conn
+            .s
+            .write_all(&data[..n])
+            .await
+            .map_err(|e| before(&format!("sending to upstream: {e}")))?;
+        att.up(n);
+        client.consume(n);
+        if body_left > 0 {
+            body_left -= n as u64;
+        }
+    }
+    // The response, skipping interim 1xx heads (forwarded as they come).
+    let head_request = req.method == "HEAD";
+    let resp: ResponseHead = loop {
+        let parsed = loop {
+            match parse_response_head(up.conn.data(), head_request) {
+                Ok(Some(r)) => break r,
+                Ok(None) => {}
+                Err(e) => return Err(before(&e)),
+            }
+            match timeout(RESPONSE_TIMEOUT, up.conn.fill(MAX_HEAD + 1)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(_) => return Err(before("upstream closed the connection")),
+                Err(_) => return Err(before("upstream did not answer in time")),
+            }
+        };
+        up.conn.consume(parsed.head_len);
+        if (100..200).contains(&parsed.status) {
+            if parsed.status == 101 {
+                return Err(before(
+                    "upstream switched protocols, which the proxy does not relay",
+                ));
+            }
+            let mut interim = Vec::new();
+            parsed.write_client(&mut interim, false);
+            client
+                .s
+                .write_all(&interim)
+                .await
+                .map_err(|_| ExchangeError::AfterResponse)?;
+            att.down(interim.len());
+            continue;
+        }
+        break parsed;
+    };
+    let until_close = resp.body == BodyKind::UntilClose;
+    let keep_client = req.keep_alive && !until_close;
+    let mut out = Vec::with_capacity(512);
+    resp.write_client(&mut out, !keep_client);
+    let mut left = match resp.body {
+        BodyKind::Length(n) => n,
+        _ => 0,
+    };
+    let mut scanner = ChunkedScanner::new();
+    let mut done = match resp.body {
+        BodyKind::None => true,
+        BodyKind::Length(_) | BodyKind::Chunked | BodyKind::UntilClose => false,
+    };
+    let after = |_| ExchangeError::AfterResponse;
+    loop {
+        let data = up.conn.data();
+        let n = match resp.body {
+            BodyKind::Length(_) => (data.len() as u64).min(left) as usize,
+            BodyKind::Chunked => {
+                let n = scanner
+                    .feed(data)
+                    .map_err(|_| ExchangeError::AfterResponse)?;
+                done = scanner.is_done();
+                n
+            }
+            BodyKind::UntilClose => data.len(),
+            BodyKind::None => 0,
+        };
+        out.extend_from_slice(&data[..n]);
+        up.conn.consume(n);
+        if let BodyKind::Length(_) = resp.body {
+            left -= n as u64;
+            done = left == 0;
+        }
+        if !out.is_empty() {
+            let ok = charge(shared, att, applicable, out.len());
+            client.s.write_all(&out).await.map_err(after)?;
+            att.down(out.len());
+            out.clear();
+            if !ok {
+                return Err(ExchangeError::AfterResponse);
+            }
+        }
+        if done {
+            break;
+        }
+        match timeout(RESPONSE_TIMEOUT, up.conn.fill(crate::stream::READ_CHUNK)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(Ok(_)) if until_close => break,
+            _ => return Err(ExchangeError::AfterResponse),
+        }
+    }
+    let keep_upstream = resp.reusable && up.conn.data().is_empty();
+    Ok((resp.status, keep_client, keep_upstream))
+}
+
+/// After the rules allowed a tunnel: limits, resolution, connection.
+async fn open_tunnel(
+    shared: &Arc<Shared>,
+    att: &mut Attempt,
+    host: &str,
+    is_ip: bool,
+    port: u16,
+) -> Result<(TcpStream, Applicable), Refusal> {
+    let rule = shared.decide(host, port).await?;
+    let applicable = shared
+        .limiter
+        .admit(host, port)
+        .map_err(|hit| shared.limit_refusal(host, port, hit))?;
+    let addrs = shared.resolve(host, is_ip, port).await?;
+    att.allow(rule);
+    let up = connect_pinned(&addrs, host, port).await?;
+    Ok((up, applicable))
+}
+
+async fn connect_tunnel(
+    shared: &Arc<Shared>,
+    mut client: BufStream,
+    req: RequestHead,
+    mut att: Attempt,
+) {
+    let host = req.target.host().to_string();
+    let port = req.target.port();
+    att.target(&host, port);
+    let (upstream, applicable) =
+        match open_tunnel(shared, &mut att, &host, req.target.is_ip(), port).await {
+            Ok(x) => x,
+            Err(r) => {
+                if r.rule == "connect-failed" {
+                    att.ev.status = Some(r.status);
+                    let n = answer(&mut client.s, r.status, &r.message, None).await;
+                    att.down(n);
+                } else {
+                    refuse_http(&mut client.s, &mut att, r).await;
+                }
+                return;
+            }
+        };
+    const OK: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    if client.s.write_all(OK).await.is_err() {
+        return;
+    }
+    att.down(OK.len());
+    att.ev.status = Some(200);
+    splice(shared, client, upstream, att, applicable, &host, port).await;
+}
+
+/// Checks the ClientHello where required, then relays bytes both ways
+/// until either side closes, a limit is hit, or the proxy shuts down.
+async fn splice(
+    shared: &Arc<Shared>,
+    mut client: BufStream,
+    mut upstream: TcpStream,
+    mut att: Attempt,
+    applicable: Applicable,
+    host: &str,
+    port: u16,
+) {
+    let needs_sni = port == 443 || shared.cfg.cfg.https_only;
+    if needs_sni {
+        match read_client_hello(&mut client).await {
+            Ok(Some(sni)) if sni == host => {}
+            Ok(Some(sni)) => {
+                att.deny(format!("sni-mismatch {sni}"));
+                deny_tls(&mut client.s).await;
+                return;
+            }
+            Ok(None) => {
+                att.deny("sni-missing");
+                deny_tls(&mut client.s).await;
+                return;
+            }
+            Err(e) => {
+                att.deny(format!("malformed: {e}"));
+                deny_tls(&mut client.s).await;
+                return;
+            }
+        }
+    }
+    let buffered = client.take_buffered();
+    let stream = client.s;
+    att.up(buffered.len());
+    if !charge(shared, &att, &applicable, buffered.len()) {
+        return;
+    }
+    let metered = Metered::new(
+        stream,
+        att.meter.clone(),
+        shared.limiter.clone(),
+        applicable,
+    );
+    if needs_sni {
+        if let Some(icpt) = shared
+            .interceptor
+            .as_ref()
+            .filter(|i| i.intercepts(host, port))
+        {
+            let tunnel = InterceptedTunnel {
+                sandbox_id: shared.cfg.cfg.sandbox_id.clone(),
+                host: host.to_string(),
+                port,
+                client: TunnelStream::new(buffered, metered),
+                upstream,
+            };
+            if let Err(e) = icpt.intercept(tunnel).await {
+                tracing::debug!(error = %e, "intercepted tunnel ended with an error");
+            }
+            return;
+        }
+    }
+    if !buffered.is_empty() && upstream.write_all(&buffered).await.is_err() {
+        return;
+    }
+    drop(buffered);
+    let mut metered = metered;
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        &mut metered,
+        &mut upstream,
+        TUNNEL_UP_BUF,
+        TUNNEL_DOWN_BUF,
+    )
+    .await;
+}
+
+/// Reads until the ClientHello is complete. `Ok(None)`: no SNI.
+async fn read_client_hello(client: &mut BufStream) -> Result<Option<String>, HelloError> {
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    loop {
+        if let Some(hello) = parse_client_hello(client.data())? {
+            return Ok(hello.sni);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match timeout(left, client.fill(MAX_CLIENT_HELLO)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => {
+                return Err(HelloError::Malformed(
+                    "connection ended before the ClientHello was complete",
+                ))
+            }
+        }
+    }
+}
+
+/// A fatal TLS `access_denied` alert, then close.
+async fn deny_tls(client: &mut TcpStream) {
+    let _ = client.write_all(&[21, 3, 3, 0, 2, 2, 49]).await;
+    let _ = client.shutdown().await;
+}
+
+async fn socks5(shared: Arc<Shared>, mut client: BufStream) {
+    let mut att = Attempt::new(&shared, Protocol::Socks5, "CONNECT");
+    let handshake = timeout(HANDSHAKE_TIMEOUT, socks5_handshake(&mut client, &mut att)).await;
+    let (host, is_ip, port) = match handshake {
+        Ok(Ok(t)) => t,
+        Ok(Err((rule, reply))) => {
+            att.deny(rule);
+            if let Some(code) = reply {
+                let _ = socks_reply(&mut client.s, code).await;
+            }
+            return;
+        }
+        Err(_) => {
+            att.deny("malformed: SOCKS5 handshake not completed in time");
+            return;
+        }
+    };
+    att.target(&host, port);
+    let (upstream, applicable) = match open_tunnel(&shared, &mut att, &host, is_ip, port).await {
+        Ok(x) => x,
+        Err(r) => {
+            if r.rule != "connect-failed" {
+                att.deny(r.rule);
+            } else {
+                att.ev.rule = format!("{} ({})", att.ev.rule, r.rule);
+            }
+            let _ = socks_reply(&mut client.s, r.socks_reply).await;
+            let _ = client.s.shutdown().await;
+            return;
+        }
+    };
+    if socks_reply(&mut client.s, 0).await.is_err() {
+        return;
+    }
+    splice(&shared, client, upstream, att, applicable, &host, port).await;
+}
+
+async fn socks_reply(s: &mut TcpStream, code: u8) -> io::Result<()> {
+    let ip = Ipv4Addr::UNSPECIFIED.octets();
+    s.write_all(&[5, code, 0, 1, ip[0], ip[1], ip[2], ip[3], 0, 0])
+        .await
+}
+
+/// Reads exactly `n` bytes from the buffered client (after what is consumed).
+async fn need(client: &mut BufStream, n: usize) -> Result<(), (String, Option<u8>)> {
+    while client.data().len() < n {
+        match client.fill(1024).await {
+            Ok(k) if k > 0 => {}
+            _ => return Err(("malformed: SOCKS5 handshake cut short".into(), None)),
+        }
+    }
+    Ok(())
+}
+
+type SocksTarget = (String, bool, u16);
+
+async fn socks5_handshake(
+    client: &mut BufStream,
+    att: &mut Attempt,
+) -> Result<SocksTarget, (String, Option<u8>)> {
+    // Greeting: VER NMETHODS METHODS...
+    need(client, 2).await?;
+    let nmethods = client.data()[1] as usize;
+    need(client, 2 + nmethods).await?;
+    let no_auth = client.data()[2..2 + nmethods].contains(&0);
+    att.up(2 + nmethods);
+    client.consume(2 + nmethods);
+    if !no_auth {
+        let _ = client.s.write_all(&[5, 0xff]).await;
+        return Err((
+            "unsupported: SOCKS5 authentication (only no-auth is offered)".into(),
+            None,
+        ));
+    }
+    client
+        .s
+        .write_all(&[5, 0])
+        .await
+        .map_err(|_| ("malformed: client went away".to_string(), None))?;
+    att.down(2);
+    // Request: VER CMD RSV ATYP ADDR PORT
+    need(client, 4).await?;
+    let (ver, cmd, atyp) = (client.data()[0], client.data()[1], client.data()[3]);
+    if ver != 5 {
+        return Err((
+            "malformed: SOCKS version in request".into(),
+            Some(SOCKS_GENERAL_FAILURE),
+        ));
+    }
+    let (host, is_ip, len) = match atyp {
+        1 => {
+            need(client, 4 + 4 + 2).await?;
+            let d = client.data();
+            let ip = Ipv4Addr::new(d[4], d[5], d[6], d[7]);
+            (ip.to_string(), true, 10)
+        }
+        4 => {
+            need(client, 4 + 16 + 2).await?;
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&client.data()[4..20]);
+            (std::net::Ipv6Addr::from(o).to_string(), true, 22)
+        }
+        3 => {
+            need(client, 5).await?;
+            let n = client.data()[4] as usize;
+            need(client, 5 + n + 2).await?;
+            let raw = String::from_utf8_lossy(&client.data()[5..5 + n]).into_owned();
+            match DestHost::parse(raw.trim_start_matches('[').trim_end_matches(']')) {
+                Ok(DestHost::Name(h)) => (h, false, 5 + n + 2),
+                Ok(DestHost::Ip(ip)) => (ip.to_string(), true, 5 + n + 2),
+                Err(e) => {
+                    return Err((
+                        format!("malformed: invalid host: {e}"),
+                        Some(SOCKS_HOST_UNREACHABLE),
+                    ));
+                }
+            }
+        }
+        _ => {
+            return Err((
+                "unsupported: SOCKS5 address type".into(),
+                Some(SOCKS_ATYP_UNSUPPORTED),
+            ));
+        }
+    };
+    let d = client.data();
+    let port = u16::from_be_bytes([d[len - 2], d[len - 1]]);
+    att.up(len);
+    client.consume(len);
+    att.target(&host, port);
+    match cmd {
+        1 => {}
+        2 => {
+            return Err((
+                "unsupported: SOCKS5 BIND".into(),
+                Some(SOCKS_CMD_UNSUPPORTED),
+            ))
+        }
+        3 => {
+            return Err((
+                "unsupported: SOCKS5 UDP ASSOCIATE".into(),
+                Some(SOCKS_CMD_UNSUPPORTED),
+            ))
+        }
+        _ => {
+            return Err((
+                "unsupported: SOCKS5 command".into(),
+                Some(SOCKS_CMD_UNSUPPORTED),
+            ))
+        }
+    }
+    if port == 0 {
+        return Err(("malformed: port 0".into(), Some(SOCKS_GENERAL_FAILURE)));
+    }
+    Ok((host, is_ip, port))
+}
