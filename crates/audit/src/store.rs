@@ -1,0 +1,878 @@
+//! The SQLite store: schema, opening, and the reader API.
+
+use std::collections::BTreeSet;
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, StoreLock};
+use crate::error::{io, sql, AuditError};
+use crate::event::{Record, KIND_HEAD_MISMATCH, KIND_INCIDENT, KIND_RUN_STARTED};
+use crate::time::{format_rfc3339, now_nanos};
+
+/// Schema version this code writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for SQLite's own locks.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- One row per event; append-only; each row carries the previous row's hash.
+CREATE TABLE IF NOT EXISTS records (
+    seq       INTEGER PRIMARY KEY,   -- 1, 2, 3, ... without gaps
+    time_ns   INTEGER NOT NULL,      -- nanoseconds since the Unix epoch
+    run_id    TEXT NOT NULL,         -- '' for store-level records
+    kind      TEXT NOT NULL,         -- run_started, run_ended, egress, incident, head_mismatch
+    body      TEXT NOT NULL,         -- JSON, hashed exactly as stored
+    prev_hash TEXT NOT NULL,         -- hash of seq-1 (64 zeros for seq 1)
+    hash      TEXT NOT NULL          -- SHA-256, see cordon_audit::chain
+);
+CREATE INDEX IF NOT EXISTS records_by_run ON records(run_id, seq);
+CREATE INDEX IF NOT EXISTS records_by_kind ON records(kind, seq);
+-- Content stored once by its SHA-256 (code a run executed, resolved profile text).
+CREATE TABLE IF NOT EXISTS blobs (
+    hash TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS records_append_only_update BEFORE UPDATE ON records
+    BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS records_append_only_delete BEFORE DELETE ON records
+    BEGIN SELECT RAISE(ABORT, 'audit records are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS blobs_append_only_update BEFORE UPDATE ON blobs
+    BEGIN SELECT RAISE(ABORT, 'audit blobs are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS blobs_append_only_delete BEFORE DELETE ON blobs
+    BEGIN SELECT RAISE(ABORT, 'audit blobs are append-only'); END;
+-- One row per run, for fast lookup.
+CREATE VIEW IF NOT EXISTS runs AS
+SELECT run_id,
+       MIN(seq) AS first_seq,
+       MAX(seq) AS last_seq,
+       MIN(CASE WHEN kind = 'run_started' THEN time_ns END) AS started_ns,
+       MAX(CASE WHEN kind = 'run_ended' THEN time_ns END) AS ended_ns,
+       MAX(CASE WHEN kind = 'run_ended' THEN json_extract(body, '$.reason') END) AS reason,
+       MAX(CASE WHEN kind = 'run_ended' THEN json_extract(body, '$.exit_code') END) AS exit_code,
+       SUM(kind = 'egress') AS egress,
+       SUM(kind = 'incident') AS incidents
+FROM records WHERE run_id <> '' GROUP BY run_id;
+"#;
+
+/// The default store: `$XDG_STATE_HOME/cordon/audit.db`, else
+/// `$HOME/.local/state/cordon/audit.db`.
+pub fn default_path() -> Result<PathBuf, AuditError> {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(x);
+        if p.is_absolute() {
+            return Ok(p.join("cordon").join("audit.db"));
+        }
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home)
+            .join(".local")
+            .join("state")
+            .join("cordon")
+            .join("audit.db")),
+        None => Err(AuditError::NoDefaultPath),
+    }
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<(), AuditError> {
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql(path))?;
+    Ok(())
+}
+
+/// Opens (creating if needed) a store for writing: directory 0700 when
+/// created, file 0600, WAL, `synchronous=FULL`, schema in place.
+pub(crate) fn open_for_write(path: &Path) -> Result<Connection, AuditError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io(dir, "create the store's directory"))?;
+        }
+    }
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(path, "create the store")(e)),
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sql(path))?;
+    configure(&conn, path)?;
+    // WAL: readers never block the writer. FULL: every commit is on disk
+    // before the head file moves, so a crash (even power loss) never leaves
+    // the head file ahead of the store.
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sql(path))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(sql(path))?;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');COMMIT;"
+    ))
+    .map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK");
+        sql(path)(e)
+    })?;
+    check_schema(&conn, path)?;
+    Ok(conn)
+}
+
+fn check_schema(conn: &Connection, path: &Path) -> Result<(), AuditError> {
+    let has_records: bool = conn
+        .query_row(
+            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(sql(path))?;
+    if !has_records {
+        return Err(AuditError::NotFound(path.to_path_buf()));
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sql(path))?;
+    let found = version.and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(AuditError::Schema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// The last record's seq and hash, or the empty head.
+pub(crate) fn query_head(conn: &Connection) -> rusqlite::Result<Head> {
+    Ok(conn
+        .query_row(
+            "SELECT seq, hash FROM records ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| {
+                Ok(Head {
+                    seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                    hash: lenient_text(r.get_ref(1)?),
+                })
+            },
+        )
+        .optional()?
+        .unwrap_or_else(Head::empty))
+}
+
+fn lenient_text(v: ValueRef<'_>) -> String {
+    match v {
+        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        ValueRef::Null => String::new(),
+    }
+}
+
+const COLS: &str = "seq, time_ns, run_id, kind, body, prev_hash, hash";
+
+fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
+    let seq = u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0);
+    let time_ns = match r.get_ref(1)? {
+        ValueRef::Integer(i) => i,
+        _ => 0,
+    };
+    let body_text = lenient_text(r.get_ref(4)?);
+    let body = serde_json::from_str(&body_text).unwrap_or(Value::String(body_text));
+    Ok(Record {
+        seq,
+        time: format_rfc3339(time_ns),
+        time_ns,
+        run_id: lenient_text(r.get_ref(2)?),
+        kind: lenient_text(r.get_ref(3)?),
+        body,
+        prev_hash: lenient_text(r.get_ref(5)?),
+        hash: lenient_text(r.get_ref(6)?),
+    })
+}
+
+/// Content stored once by hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// SHA-256 of `data`, hex.
+    pub hash: String,
+    /// The stored (redacted) content.
+    pub data: Vec<u8>,
+}
+
+/// Everything about one run, in order.
+#[derive(Debug, Clone)]
+pub struct RunView {
+    /// The run's full id.
+    pub run_id: String,
+    /// Its records, by seq.
+    pub records: Vec<Record>,
+    /// The code it executed, when it was given as a script or on stdin.
+    pub code: Option<Blob>,
+    /// The resolved profile text.
+    pub profile: Option<Blob>,
+}
+
+/// One line per run (from the `runs` view).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Run id.
+    pub run_id: String,
+    /// First record's seq.
+    pub first_seq: u64,
+    /// Last record's seq.
+    pub last_seq: u64,
+    /// Start time (ns), if the start was recorded.
+    pub started_ns: Option<i64>,
+    /// End time (ns), if the end was recorded.
+    pub ended_ns: Option<i64>,
+    /// Why it ended.
+    pub reason: Option<String>,
+    /// Exit code.
+    pub exit_code: Option<i64>,
+    /// Number of egress records.
+    pub egress: u64,
+    /// Number of incidents.
+    pub incidents: u64,
+}
+
+/// The first thing found wrong, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// The record concerned, if any.
+    pub seq: Option<u64>,
+    /// Its run.
+    pub run_id: Option<String>,
+    /// Its kind.
+    pub kind: Option<String>,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.seq {
+            Some(seq) => {
+                write!(f, "record seq {seq}")?;
+                let run = self.run_id.as_deref().filter(|r| !r.is_empty());
+                match (run, self.kind.as_deref()) {
+                    (Some(r), Some(k)) => write!(f, " (run {r}, kind {k})")?,
+                    (None, Some(k)) => write!(f, " (kind {k})")?,
+                    (Some(r), None) => write!(f, " (run {r})")?,
+                    (None, None) => {}
+                }
+                write!(f, ": {}", self.what)
+            }
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+/// Result of [`AuditStore::verify`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// True when nothing is wrong.
+    pub ok: bool,
+    /// Records checked.
+    pub records: u64,
+    /// Blobs checked.
+    pub blobs: u64,
+    /// The store's last record.
+    pub head: Head,
+    /// The head file, if it could be read.
+    pub head_file: Option<HeadFile>,
+    /// The external anchor checked, if one was given.
+    pub anchor: Option<Head>,
+    /// What is wrong, the first broken record first. Empty when `ok`.
+    pub problems: Vec<Problem>,
+}
+
+/// Read access to a store.
+#[derive(Debug)]
+pub struct AuditStore {
+    path: PathBuf,
+    conn: Connection,
+}
+
+impl AuditStore {
+    /// Opens an existing store for reading. Never creates one.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
+        let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            return Err(AuditError::NotFound(path));
+        }
+        // Read-write (without create) so the WAL index can be set up; fall
+        // back to read-only for a store we may not write.
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .or_else(|_| {
+            Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        })
+        .map_err(sql(&path))?;
+        configure(&conn, &path)?;
+        check_schema(&conn, &path)?;
+        Ok(AuditStore { path, conn })
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql(&self) -> impl Fn(rusqlite::Error) -> AuditError + '_ {
+        sql(&self.path)
+    }
+
+    fn query_records(
+        &self,
+        where_order: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<Record>, AuditError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {COLS} FROM records {where_order}"))
+            .map_err(self.sql())?;
+        let rows = stmt.query_map(params, row_to_record).map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
+    /// The store's last record (seq and hash) as stored now. Copy it
+    /// somewhere the store's owner cannot write, and pass it to
+    /// [`AuditStore::verify_with_anchor`] later.
+    pub fn head(&self) -> Result<Head, AuditError> {
+        query_head(&self.conn).map_err(self.sql())
+    }
+
+    /// The last `n` records, oldest first.
+    pub fn tail(&self, n: usize) -> Result<Vec<Record>, AuditError> {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let mut v = self.query_records("ORDER BY seq DESC LIMIT ?1", params![n])?;
+        v.reverse();
+        Ok(v)
+    }
+
+    /// Up to `limit` records with seq greater than `after`, oldest first.
+    pub fn records_after(&self, after: u64, limit: usize) -> Result<Vec<Record>, AuditError> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.query_records(
+            "WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            params![after, limit],
+        )
+    }
+
+    /// Calls `f` with every record after seq `after`, then polls every
+    /// `poll` for new ones, until `f` returns false. Returns the last seq
+    /// seen.
+    pub fn follow(
+        &self,
+        after: u64,
+        poll: Duration,
+        mut f: impl FnMut(&Record) -> bool,
+    ) -> Result<u64, AuditError> {
+        let mut last = after;
+        loop {
+            let batch = self.records_after(last, 1000)?;
+            let full = batch.len() == 1000;
+            for r in &batch {
+                last = r.seq;
+                if !f(r) {
+                    return Ok(last);
+                }
+            }
+            if !full {
+                std::thread::sleep(poll);
+            }
+        }
+    }
+
+    /// Resolves a full run id or a unique prefix of one.
+    pub fn resolve_run(&self, id: &str) -> Result<String, AuditError> {
+        let exact: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM records WHERE run_id = ?1)",
+                params![id],
+                |r| r.get(0),
+            )
+            .map_err(self.sql())?;
+        if exact && !id.is_empty() {
+            return Ok(id.to_string());
+        }
+        if id.is_empty() {
+            return Err(AuditError::RunNotFound(id.to_string()));
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT run_id FROM records
+                 WHERE run_id >= ?1 AND run_id < ?1 || char(1114111) LIMIT 6",
+            )
+            .map_err(self.sql())?;
+        let found: Vec<String> = stmt
+            .query_map(params![id], |r| r.get::<_, String>(0))
+            .map_err(self.sql())?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql())?
+            .into_iter()
+            .filter(|r| r.starts_with(id))
+            .collect();
+        match found.as_slice() {
+            [] => Err(AuditError::RunNotFound(id.to_string())),
+            [one] => Ok(one.clone()),
+            many => Err(AuditError::AmbiguousRun {
+                prefix: id.to_string(),
+                candidates: many.join(", "),
+            }),
+        }
+    }
+
+    /// Everything about one run (full id or unique prefix), in order, with
+    /// the code and profile it referenced.
+    pub fn show(&self, run_id: &str) -> Result<RunView, AuditError> {
+        let run_id = self.resolve_run(run_id)?;
+        let records = self.query_records("WHERE run_id = ?1 ORDER BY seq", params![run_id])?;
+        let mut code = None;
+        let mut profile = None;
+        for r in records.iter().filter(|r| r.kind == KIND_RUN_STARTED) {
+            if let Some(h) = r.body.get("code_hash").and_then(Value::as_str) {
+                code = self.blob(h)?;
+            }
+            if let Some(h) = r.body.get("profile_hash").and_then(Value::as_str) {
+                profile = self.blob(h)?;
+            }
+        }
+        Ok(RunView {
+            run_id,
+            records,
+            code,
+            profile,
+        })
+    }
+
+    /// A blob by hash.
+    pub fn blob(&self, hash: &str) -> Result<Option<Blob>, AuditError> {
+        self.conn
+            .query_row(
+                "SELECT hash, data FROM blobs WHERE hash = ?1",
+                params![hash],
+                |r| {
+                    Ok(Blob {
+                        hash: r.get(0)?,
+                        data: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.sql())
+    }
+
+    /// Incidents, newest first; only those younger than `since` if given.
+    pub fn incidents(&self, since: Option<Duration>) -> Result<Vec<Record>, AuditError> {
+        let from = match since {
+            Some(d) => now_nanos().saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+            None => i64::MIN,
+        };
+        self.query_records(
+            "WHERE kind = ?1 AND time_ns >= ?2 ORDER BY seq DESC",
+            params![KIND_INCIDENT, from],
+        )
+    }
+
+    /// The most recent `limit` runs, newest first.
+    pub fn runs(&self, limit: usize) -> Result<Vec<RunSummary>, AuditError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT run_id, first_seq, last_seq, started_ns, ended_ns, reason, exit_code,
+                        egress, incidents
+                 FROM runs ORDER BY first_seq DESC LIMIT ?1",
+            )
+            .map_err(self.sql())?;
+        let rows = stmt
+            .query_map(params![limit], |r| {
+                Ok(RunSummary {
+                    run_id: r.get(0)?,
+                    first_seq: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    last_seq: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                    started_ns: r.get(3)?,
+                    ended_ns: r.get(4)?,
+                    reason: r.get(5).ok(),
+                    exit_code: r.get(6).ok(),
+                    egress: u64::try_from(r.get::<_, i64>(7)?).unwrap_or(0),
+                    incidents: u64::try_from(r.get::<_, i64>(8)?).unwrap_or(0),
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
+    /// Writes every record, oldest first, one JSON object per line (the
+    /// [`Record`] fields). Returns the number written.
+    pub fn export_jsonl(&self, mut out: impl Write) -> Result<u64, AuditError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {COLS} FROM records ORDER BY seq"))
+            .map_err(self.sql())?;
+        let mut rows = stmt.query([]).map_err(self.sql())?;
+        let mut n = 0u64;
+        let out_err = |e: std::io::Error| AuditError::Io {
+            path: PathBuf::from("<export output>"),
+            action: "write the export",
+            source: e,
+        };
+        while let Some(row) = rows.next().map_err(self.sql())? {
+            let rec = row_to_record(row).map_err(self.sql())?;
+            serde_json::to_writer(&mut out, &rec)?;
+            out.write_all(b"\n").map_err(out_err)?;
+            n += 1;
+        }
+        out.flush().map_err(out_err)?;
+        Ok(n)
+    }
+
+    /// Checks the whole chain, the head file, and every blob.
+    pub fn verify(&self) -> Result<VerifyReport, AuditError> {
+        self.verify_with_anchor(None)
+    }
+
+    /// Like [`AuditStore::verify`], and also checks that the record at
+    /// `anchor.seq` still has `anchor.hash` (an anchor kept elsewhere
+    /// catches what the head file cannot: someone rewriting both files).
+    pub fn verify_with_anchor(&self, anchor: Option<&Head>) -> Result<VerifyReport, AuditError> {
+        // Take a snapshot while no writer is between COMMIT and the head
+        // file update, so the head file and the snapshot agree.
+        let lock = StoreLock::acquire(&self.path, false, BUSY_TIMEOUT)?;
+        let head_file = chain::read_head_file(&self.path);
+        let tx = self.conn.unchecked_transaction().map_err(self.sql())?;
+        let _ = query_head(&tx).map_err(self.sql())?;
+        drop(lock);
+
+        let mut problems = Vec::new();
+        let mut records = 0u64;
+        let mut prev_hash = chain::GENESIS_HASH.to_string();
+        let mut prev_raw = [0u8; 32];
+        let mut expected = 1u64;
+        let mut last: Option<(u64, String, String, String)> = None;
+        let mut referenced: Vec<(u64, String, String, String)> = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare(&format!("SELECT {COLS} FROM records ORDER BY seq"))
+                .map_err(self.sql())?;
+            let mut rows = stmt.query([]).map_err(self.sql())?;
+            while let Some(row) = rows.next().map_err(self.sql())? {
+                let seq_raw: i64 = match row.get_ref(0).map_err(self.sql())? {
+                    ValueRef::Integer(i) => i,
+                    _ => -1,
+                };
+                let run_id = lenient_text(row.get_ref(2).map_err(self.sql())?);
+                let kind = lenient_text(row.get_ref(3).map_err(self.sql())?);
+                let at = |what: String| Problem {
+                    seq: u64::try_from(seq_raw).ok(),
+                    run_id: Some(run_id.clone()),
+                    kind: Some(kind.clone()),
+                    what,
+                };
+                let seq = match u64::try_from(seq_raw) {
+                    Ok(s) if s >= 1 => s,
+                    _ => {
+                        problems.push(at(format!("invalid seq {seq_raw}")));
+                        break;
+                    }
+                };
+                if seq != expected {
+                    let what = if expected == 1 {
+                        format!(
+                            "the store starts at seq {seq}: records 1..={} are missing (deleted)",
+                            seq - 1
+                        )
+                    } else if seq == expected + 1 {
+                        format!(
+                            "follows seq {}: record {expected} is missing (deleted)",
+                            expected - 1
+                        )
+                    } else {
+                        format!(
+                            "follows seq {}: records {expected}..={} are missing (deleted)",
+                            expected - 1,
+                            seq - 1
+                        )
+                    };
+                    problems.push(at(what));
+                    break;
+                }
+                let time_ns = match row.get_ref(1).map_err(self.sql())? {
+                    ValueRef::Integer(i) => Some(i),
+                    _ => None,
+                };
+                let texts = [
+                    (2, "run_id"),
+                    (3, "kind"),
+                    (4, "body"),
+                    (5, "prev_hash"),
+                    (6, "hash"),
+                ]
+                .map(|(i, name)| {
+                    match row.get_ref(i) {
+                        Ok(ValueRef::Text(t)) => std::str::from_utf8(t).ok().map(str::to_owned),
+                        _ => None,
+                    }
+                    .ok_or(name)
+                });
+                let bad_col = texts.iter().find_map(|t| t.as_ref().err().copied());
+                let (Some(time_ns), None) = (time_ns, bad_col) else {
+                    let col = bad_col.unwrap_or("time_ns");
+                    problems.push(at(format!(
+                        "column {col} has the wrong type: the record was edited"
+                    )));
+                    break;
+                };
+                let [_, _, body, stored_prev, stored_hash] = texts.map(|t| t.unwrap_or_default());
+                if stored_prev != prev_hash {
+                    let what = if expected == 1 {
+                        "its prev_hash is not the genesis hash: records before it were removed or it was inserted".to_string()
+                    } else {
+                        format!(
+                            "its prev_hash does not match the hash of seq {}: a record was changed, moved, removed or inserted here",
+                            expected - 1
+                        )
+                    };
+                    problems.push(at(what));
+                    break;
+                }
+                let computed =
+                    hex::encode(record_hash(seq, time_ns, &run_id, &kind, &body, &prev_raw));
+                if computed != stored_hash {
+                    problems.push(at(
+                        "its content does not match its hash: the record was edited or forged"
+                            .to_string(),
+                    ));
+                    break;
+                }
+                if kind == KIND_HEAD_MISMATCH {
+                    problems.push(at(format!(
+                        "when this record was written, the store's last record did not match the head file (records cut off the end, or the head file replaced): {body}"
+                    )));
+                }
+                if kind == KIND_RUN_STARTED {
+                    if let Ok(v) = serde_json::from_str::<Value>(&body) {
+                        for field in ["code_hash", "profile_hash"] {
+                            if let Some(h) = v.get(field).and_then(Value::as_str) {
+                                referenced.push((seq, run_id.clone(), kind.clone(), h.to_string()));
+                            }
+                        }
+                    }
+                }
+                prev_raw = parse_hash(&stored_hash).unwrap_or([0; 32]);
+                prev_hash = stored_hash;
+                records += 1;
+                expected += 1;
+                last = Some((seq, run_id, kind, prev_hash.clone()));
+            }
+        }
+        let head = match &last {
+            Some((seq, _, _, hash)) => Head {
+                seq: *seq,
+                hash: hash.clone(),
+            },
+            None => Head::empty(),
+        };
+        // The real end of the store, even when the walk stopped early.
+        let store_head = query_head(&tx).map_err(self.sql())?;
+        let describe = |seq: u64| -> Result<Problem, AuditError> {
+            let (run_id, kind) = tx
+                .query_row(
+                    "SELECT run_id, kind FROM records WHERE seq = ?1",
+                    params![i64::try_from(seq).unwrap_or(i64::MAX)],
+                    |r| Ok((lenient_text(r.get_ref(0)?), lenient_text(r.get_ref(1)?))),
+                )
+                .optional()
+                .map_err(self.sql())?
+                .unzip();
+            Ok(Problem {
+                seq: Some(seq),
+                run_id,
+                kind,
+                what: String::new(),
+            })
+        };
+        let hf_path = chain::head_file_path(&self.path);
+        let mut hf_unreadable = false;
+        let head_file = match head_file {
+            Ok(hf) => hf,
+            Err(text) => {
+                hf_unreadable = true;
+                problems.push(Problem {
+                    seq: None,
+                    run_id: None,
+                    kind: None,
+                    what: text,
+                });
+                None
+            }
+        };
+        match &head_file {
+            None if store_head.seq > 0 && !hf_unreadable => {
+                problems.push(Problem {
+                    seq: None,
+                    run_id: None,
+                    kind: None,
+                    what: format!(
+                        "the head file {} is missing: records cut off the end cannot be detected",
+                        hf_path.display()
+                    ),
+                });
+            }
+            Some(hf) if !hf.accepts(&store_head) => {
+                let expected_seq = hf
+                    .pending
+                    .as_ref()
+                    .map_or(hf.head.seq, |p| p.seq.max(hf.head.seq));
+                let mut p;
+                if store_head.seq < hf.head.seq {
+                    p = describe(store_head.seq)?;
+                    p.what = format!(
+                        "the store ends here, but the head file says it ends at seq {}: records {}..={} were cut off the end",
+                        hf.head.seq,
+                        store_head.seq + 1,
+                        hf.head.seq
+                    );
+                    if store_head.seq == 0 {
+                        p.seq = None;
+                        p.what = format!(
+                            "the store is empty, but the head file says it ends at seq {}: all records were removed",
+                            hf.head.seq
+                        );
+                    }
+                } else if store_head.seq > expected_seq {
+                    p = describe(expected_seq + 1)?;
+                    p.what = format!(
+                        "the head file says the store ends at seq {expected_seq}: this record and the ones after it (up to seq {}) were added outside cordon's writer",
+                        store_head.seq
+                    );
+                } else {
+                    p = describe(store_head.seq)?;
+                    p.what = format!(
+                        "the last record's hash {} is not the one in the head file ({}): the end of the store was replaced",
+                        store_head.hash, hf.head.hash
+                    );
+                }
+                problems.push(p);
+            }
+            _ => {}
+        }
+        if let Some(a) = anchor {
+            let stored: Option<String> = tx
+                .query_row(
+                    "SELECT hash FROM records WHERE seq = ?1",
+                    params![i64::try_from(a.seq).unwrap_or(i64::MAX)],
+                    |r| Ok(lenient_text(r.get_ref(0)?)),
+                )
+                .optional()
+                .map_err(self.sql())?;
+            match stored {
+                None if a.seq > 0 => problems.push(Problem {
+                    seq: Some(a.seq),
+                    run_id: None,
+                    kind: None,
+                    what: format!(
+                        "the anchored record is missing (the store ends at seq {}): records were cut off the end",
+                        store_head.seq
+                    ),
+                }),
+                Some(h) if h != a.hash => {
+                    let mut p = describe(a.seq)?;
+                    p.what = format!(
+                        "its hash {h} is not the anchored hash {}: the store was rewritten up to here",
+                        a.hash
+                    );
+                    problems.push(p);
+                }
+                _ => {}
+            }
+        }
+        // Blobs: content matches its key, and everything referenced exists.
+        let mut blobs = 0u64;
+        let mut present = BTreeSet::new();
+        {
+            let mut stmt = tx
+                .prepare("SELECT hash, data FROM blobs ORDER BY hash")
+                .map_err(self.sql())?;
+            let mut rows = stmt.query([]).map_err(self.sql())?;
+            while let Some(row) = rows.next().map_err(self.sql())? {
+                let key = lenient_text(row.get_ref(0).map_err(self.sql())?);
+                let ok = match row.get_ref(1).map_err(self.sql())? {
+                    ValueRef::Blob(b) | ValueRef::Text(b) => blob_hash(b) == key,
+                    _ => false,
+                };
+                if !ok {
+                    problems.push(Problem {
+                        seq: None,
+                        run_id: None,
+                        kind: None,
+                        what: format!(
+                            "blob {key}: its content does not match its hash: it was edited"
+                        ),
+                    });
+                }
+                present.insert(key);
+                blobs += 1;
+            }
+        }
+        for (seq, run_id, kind, h) in referenced {
+            if !present.contains(&h) {
+                problems.push(Problem {
+                    seq: Some(seq),
+                    run_id: Some(run_id),
+                    kind: Some(kind),
+                    what: format!("references blob {h}, which is missing (deleted)"),
+                });
+            }
+        }
+        drop(tx);
+        Ok(VerifyReport {
+            ok: problems.is_empty(),
+            records,
+            blobs,
+            head: if problems.is_empty() {
+                head
+            } else {
+                store_head
+            },
+            head_file,
+            anchor: anchor.cloned(),
+            problems,
+        })
+    }
+}

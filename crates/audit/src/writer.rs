@@ -1,0 +1,480 @@
+//! The group-committing writer.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use cordon_scan::Redactor;
+use rusqlite::{params, Connection, TransactionBehavior};
+use serde_json::Value;
+
+use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, StoreLock};
+use crate::error::{sql, AuditError};
+use crate::event::{Event, RunStarted, KIND_HEAD_MISMATCH};
+use crate::store::{open_for_write, query_head};
+use crate::time::{now_nanos, unix_nanos};
+
+/// How the writer behaves.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// Applied to every string in every body, and to blobs, before storage.
+    pub redactor: Redactor,
+    /// Most records committed in one transaction.
+    pub max_batch: usize,
+    /// How long to wait for another process's write to finish.
+    pub lock_timeout: Duration,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            redactor: Redactor::new(),
+            max_batch: 8192,
+            lock_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+type Reply = SyncSender<Result<Head, String>>;
+
+enum Msg {
+    Append {
+        time_ns: i64,
+        run_id: String,
+        event: Box<Event>,
+    },
+    Blob {
+        hash: String,
+        data: Vec<u8>,
+    },
+    Flush(Reply),
+    Close(Reply),
+}
+
+enum Pending {
+    Record {
+        time_ns: i64,
+        run_id: String,
+        kind: &'static str,
+        body: String,
+    },
+    Blob {
+        hash: String,
+        data: Vec<u8>,
+    },
+}
+
+/// Appends records to a store from any number of threads. A background
+/// thread commits whatever is queued in one transaction (group commit);
+/// [`AuditWriter::flush`] waits until everything appended before it is on
+/// disk. Several processes may write the same store at once: each commit
+/// takes the store's lock, reads the current head inside the transaction
+/// and continues the chain from there.
+///
+/// Dropping the writer flushes and stops the thread (errors are lost; call
+/// [`AuditWriter::close`] to see them).
+#[derive(Debug)]
+pub struct AuditWriter {
+    path: PathBuf,
+    tx: Option<Sender<Msg>>,
+    thread: Option<JoinHandle<()>>,
+    redactor: Redactor,
+}
+
+impl AuditWriter {
+    /// Opens (creating if needed) the store at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
+        Self::open_with(path, WriterOptions::default())
+    }
+
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Self, AuditError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = open_for_write(&path)?;
+        let (tx, rx) = mpsc::channel();
+        let redactor = opts.redactor.clone();
+        let thread_path = path.clone();
+        let thread = std::thread::Builder::new()
+            .name("cordon-audit".into())
+            .spawn(move || {
+                Worker {
+                    conn,
+                    path: thread_path,
+                    opts,
+                    pending: Vec::new(),
+                    head: None,
+                    error: None,
+                }
+                .run(rx)
+            })
+            .map_err(|e| AuditError::Io {
+                path: path.clone(),
+                action: "start the audit writer thread",
+                source: e,
+            })?;
+        Ok(AuditWriter {
+            path,
+            tx: Some(tx),
+            thread: Some(thread),
+            redactor,
+        })
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The redactor applied before storage.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), AuditError> {
+        match &self.tx {
+            Some(tx) => tx
+                .send(msg)
+                .map_err(|_| AuditError::WriterStopped("the writer thread has exited".into())),
+            None => Err(AuditError::WriterStopped("closed".into())),
+        }
+    }
+
+    /// Queues one event for `run_id`, stamped now. Cheap: redaction,
+    /// encoding and hashing happen on the writer thread.
+    pub fn append(&self, run_id: &str, event: impl Into<Event>) -> Result<(), AuditError> {
+        self.append_at(SystemTime::now(), run_id, event)
+    }
+
+    /// Queues one event for `run_id` with the time it happened.
+    pub fn append_at(
+        &self,
+        time: SystemTime,
+        run_id: &str,
+        event: impl Into<Event>,
+    ) -> Result<(), AuditError> {
+        self.send(Msg::Append {
+            time_ns: unix_nanos(time),
+            run_id: run_id.to_string(),
+            event: Box::new(event.into()),
+        })
+    }
+
+    /// Stores content once, redacted, and returns the hash of what is
+    /// stored (the key to put in a record).
+    pub fn put_blob(&self, data: &[u8]) -> Result<String, AuditError> {
+        let data = self.redactor.redact_bytes(data).into_owned();
+        let hash = blob_hash(&data);
+        self.send(Msg::Blob {
+            hash: hash.clone(),
+            data,
+        })?;
+        Ok(hash)
+    }
+
+    /// Records the start of a run, storing `code` (when the run was given a
+    /// script or stdin) and the resolved `profile_text` as blobs and
+    /// filling in `code_hash` / `profile_hash`.
+    pub fn start_run(
+        &self,
+        run_id: &str,
+        mut started: RunStarted,
+        code: Option<&[u8]>,
+        profile_text: Option<&str>,
+    ) -> Result<(), AuditError> {
+        if let Some(code) = code {
+            started.code_hash = Some(self.put_blob(code)?);
+        }
+        if let Some(p) = profile_text {
+            started.profile_hash = Some(self.put_blob(p.as_bytes())?);
+        }
+        self.append(run_id, started)
+    }
+
+    /// Waits until everything appended before this call is committed and
+    /// on disk; returns the store's head after that commit.
+    pub fn flush(&self) -> Result<Head, AuditError> {
+        let (reply, wait) = mpsc::sync_channel(1);
+        self.send(Msg::Flush(reply))?;
+        match wait.recv() {
+            Ok(Ok(h)) => Ok(h),
+            Ok(Err(e)) => Err(AuditError::CommitFailed(e)),
+            Err(_) => Err(AuditError::WriterStopped(
+                "the writer thread has exited".into(),
+            )),
+        }
+    }
+
+    /// Flushes, stops the writer thread and returns the final head.
+    pub fn close(mut self) -> Result<Head, AuditError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<Head, AuditError> {
+        let Some(tx) = self.tx.take() else {
+            return Err(AuditError::WriterStopped("closed".into()));
+        };
+        let (reply, wait) = mpsc::sync_channel(1);
+        let sent = tx.send(Msg::Close(reply)).is_ok();
+        drop(tx);
+        let res = if sent {
+            match wait.recv() {
+                Ok(Ok(h)) => Ok(h),
+                Ok(Err(e)) => Err(AuditError::CommitFailed(e)),
+                Err(_) => Err(AuditError::WriterStopped(
+                    "the writer thread has exited".into(),
+                )),
+            }
+        } else {
+            Err(AuditError::WriterStopped(
+                "the writer thread has exited".into(),
+            ))
+        };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        res
+    }
+}
+
+impl Drop for AuditWriter {
+    fn drop(&mut self) {
+        if self.tx.is_some() {
+            let _ = self.shutdown();
+        }
+    }
+}
+
+struct Worker {
+    conn: Connection,
+    path: PathBuf,
+    opts: WriterOptions,
+    pending: Vec<Pending>,
+    head: Option<Head>,
+    error: Option<String>,
+}
+
+/// Redacts every string in a JSON value, in place.
+pub(crate) fn redact_value(r: &Redactor, v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if s.len() >= cordon_scan::redact::MIN_VALUE_LEN {
+                if let std::borrow::Cow::Owned(new) = r.redact(s) {
+                    *s = new;
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_value(r, x)),
+        Value::Object(o) => o.values_mut().for_each(|x| redact_value(r, x)),
+        _ => {}
+    }
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Msg>) {
+        loop {
+            let first = if self.pending.is_empty() {
+                match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => break,
+                }
+            } else {
+                // Failed commit: retry after a pause even if nothing new arrives.
+                match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(m) => Some(m),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            };
+            let mut waiters: Vec<Reply> = Vec::new();
+            let mut close: Option<Reply> = None;
+            if let Some(m) = first {
+                self.take(m, &mut waiters, &mut close);
+            }
+            while close.is_none() && self.pending.len() < self.opts.max_batch {
+                match rx.try_recv() {
+                    Ok(m) => self.take(m, &mut waiters, &mut close),
+                    Err(_) => break,
+                }
+            }
+            if close.is_some() {
+                // Last chance: a few retries before giving up.
+                for attempt in 0..5 {
+                    self.commit();
+                    if self.pending.is_empty() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50 << attempt));
+                }
+            } else {
+                self.commit();
+            }
+            let answer = match (&self.error, self.pending.is_empty()) {
+                (Some(e), false) => Err(e.clone()),
+                _ => Ok(self.head.clone().unwrap_or_else(Head::empty)),
+            };
+            for w in waiters {
+                let _ = w.send(answer.clone());
+            }
+            if let Some(c) = close {
+                let _ = c.send(answer);
+                return;
+            }
+        }
+        // Every sender is gone without Close: commit what is left.
+        self.commit();
+    }
+
+    fn take(&mut self, m: Msg, waiters: &mut Vec<Reply>, close: &mut Option<Reply>) {
+        match m {
+            Msg::Append {
+                time_ns,
+                run_id,
+                event,
+            } => match event.to_body() {
+                Ok(mut body) => {
+                    redact_value(&self.opts.redactor, &mut body);
+                    match serde_json::to_string(&body) {
+                        Ok(body) => self.pending.push(Pending::Record {
+                            time_ns,
+                            run_id,
+                            kind: event.kind(),
+                            body,
+                        }),
+                        Err(e) => self.error = Some(format!("cannot encode a record: {e}")),
+                    }
+                }
+                Err(e) => self.error = Some(format!("cannot encode a record: {e}")),
+            },
+            Msg::Blob { hash, data } => self.pending.push(Pending::Blob { hash, data }),
+            Msg::Flush(r) => waiters.push(r),
+            Msg::Close(r) => *close = Some(r),
+        }
+    }
+
+    fn commit(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        match self.try_commit() {
+            Ok(head) => {
+                self.pending.clear();
+                self.head = Some(head);
+                self.error = None;
+            }
+            Err(e) => self.error = Some(e.to_string()),
+        }
+    }
+
+    fn try_commit(&mut self) -> Result<Head, AuditError> {
+        let path = self.path.clone();
+        let lock = StoreLock::acquire(&path, true, self.opts.lock_timeout)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(&path))?;
+        let old = query_head(&tx).map_err(sql(&path))?;
+        let hf = chain::read_head_file(&path);
+        let agrees = match &hf {
+            Ok(Some(f)) => f.accepts(&old),
+            Ok(None) => old.seq == 0,
+            Err(_) => false,
+        };
+        let mut seq = old.seq;
+        let mut prev = parse_hash(&old.hash).unwrap_or([0; 32]);
+        let mut prev_hex = old.hash.clone();
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO records (seq, time_ns, run_id, kind, body, prev_hash, hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(sql(&path))?;
+            let mut insert = |time_ns: i64, run_id: &str, kind: &str, body: &str| {
+                seq += 1;
+                let h = record_hash(seq, time_ns, run_id, kind, body, &prev);
+                let hex_h = hex::encode(h);
+                let r = ins.execute(params![
+                    i64::try_from(seq).unwrap_or(i64::MAX),
+                    time_ns,
+                    run_id,
+                    kind,
+                    body,
+                    prev_hex,
+                    hex_h
+                ]);
+                prev = h;
+                prev_hex = hex_h;
+                r
+            };
+            if !agrees {
+                // Keep the evidence in the chain itself; verify reports it.
+                let found = match &hf {
+                    Ok(Some(f)) => serde_json::to_value(f).unwrap_or(Value::Null),
+                    Ok(None) => Value::String("missing".into()),
+                    Err(e) => Value::String(e.clone()),
+                };
+                let body = serde_json::json!({ "store_head": old, "head_file": found });
+                insert(now_nanos(), "", KIND_HEAD_MISMATCH, &body.to_string())
+                    .map_err(sql(&path))?;
+            }
+            let mut blob = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(sql(&path))?;
+            for p in &self.pending {
+                match p {
+                    Pending::Record {
+                        time_ns,
+                        run_id,
+                        kind,
+                        body,
+                    } => {
+                        insert(*time_ns, run_id, kind, body).map_err(sql(&path))?;
+                    }
+                    Pending::Blob { hash, data } => {
+                        blob.execute(params![
+                            hash,
+                            i64::try_from(data.len()).unwrap_or(i64::MAX),
+                            data
+                        ])
+                        .map_err(sql(&path))?;
+                    }
+                }
+            }
+        }
+        let new = Head {
+            seq,
+            hash: prev_hex,
+        };
+        if new == old {
+            tx.commit().map_err(sql(&path))?;
+            drop(lock);
+            return Ok(new);
+        }
+        // Announce the head we are about to commit, durably, so a crash
+        // after COMMIT is not mistaken for truncation.
+        chain::write_head_file(
+            &path,
+            &HeadFile {
+                version: 1,
+                head: old,
+                pending: Some(new.clone()),
+            },
+            true,
+        )?;
+        tx.commit().map_err(sql(&path))?;
+        chain::write_head_file(
+            &path,
+            &HeadFile {
+                version: 1,
+                head: new.clone(),
+                pending: None,
+            },
+            true,
+        )?;
+        drop(lock);
+        Ok(new)
+    }
+}
