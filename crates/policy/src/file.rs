@@ -1,0 +1,340 @@
+//! The file layer: what a profile file may say. Every key is optional; a key
+//! that is present replaces the preset's value (lists included), except
+//! `env.set`, whose entries are added to the preset's.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::host::HostPattern;
+use crate::model::{
+    Audit, CwdAccess, Env, Filesystem, HttpMethod, InjectAt, Isolation, IsolationLevel, Limits,
+    Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit, Secret, SecretSource,
+    Syscalls, TrustLevel,
+};
+use crate::units::{ByteSize, DurationSpec};
+
+/// A cordon profile: which files, hosts, credentials and resources a sandbox gets.
+/// Every key is optional; unset keys come from the preset named by `extends`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "cordon profile")]
+pub struct ProfileFile {
+    /// The preset this profile starts from (default: untrusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extends: Option<TrustLevel>,
+    /// What this profile is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<FilesystemFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<EnvFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls: Option<SyscallsFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditFile>,
+    /// Credentials the sandbox sees only as placeholders; the egress proxy
+    /// substitutes the real value on requests to the bound hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<Vec<SecretFile>>,
+}
+
+/// How the sandbox is built.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IsolationFile {
+    /// namespaces (full sandbox, default) or process (Landlock + seccomp + rlimits only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<IsolationLevel>,
+    /// Accept the process level when user namespaces are unavailable on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_weaker: Option<bool>,
+}
+
+/// Which host paths exist inside the sandbox. Paths appear at the same place
+/// inside as outside; `~` is the caller's home; relative paths are relative to
+/// the directory cordon runs in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemFile {
+    /// The current directory: ro, rw or none. It is mounted at its own path and used as the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<CwdAccess>,
+    /// Host paths mounted read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<Vec<PathBuf>>,
+    /// Host paths mounted writable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_write: Option<Vec<PathBuf>>,
+    /// Size of the /tmp tmpfs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_size: Option<ByteSize>,
+    /// Number of inodes of the /tmp tmpfs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_inodes: Option<u64>,
+}
+
+/// Resource limits, enforced by the kernel.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Wall-clock time; the whole process tree is killed when it runs out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<DurationSpec>,
+    /// CPU time (RLIMIT_CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time: Option<DurationSpec>,
+    /// Memory including swap (cgroup limit; an rlimit where no cgroup can be used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ByteSize>,
+    /// Processes and threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// Open file descriptors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<u64>,
+    /// Largest file the workload may write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<ByteSize>,
+    /// Output kept per stream; the rest is counted and dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<ByteSize>,
+    /// truncate (keep the first `output` bytes) or kill the sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_output_limit: Option<OnOutputLimit>,
+}
+
+/// The sandbox's environment, built from these only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvFile {
+    /// Variables copied from the host environment when set there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<Vec<String>>,
+    /// Variables set to fixed values (added to the preset's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<BTreeMap<String, String>>,
+}
+
+/// System calls beyond the default set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyscallsFile {
+    /// Allow socket(AF_UNIX); socketpair is always allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_sockets: Option<bool>,
+}
+
+/// Network access. With mode proxy, traffic leaves only through cordon's
+/// egress proxy, which applies these rules (deny wins over allow).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkFile {
+    /// none (no network), loopback (own loopback only) or proxy (through cordon's egress proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<NetworkMode>,
+    /// Hosts the workload may reach: exact hosts or *.domain, optionally with :port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<HostPattern>>,
+    /// Hosts that are always refused, even when an allow pattern matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny: Option<Vec<HostPattern>>,
+    /// Refuse plain HTTP; only CONNECT (TLS) is allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_only: Option<bool>,
+    /// HTTP methods allowed for plain HTTP requests; empty means any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub methods: Option<Vec<HttpMethod>>,
+    /// Allow private, loopback, link-local and cloud metadata destinations (default: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_private: Option<bool>,
+    /// deny or ask (an operator) when no rule names the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_unlisted: Option<OnUnlisted>,
+    /// Total bytes transferred through the proxy, both directions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<ByteSize>,
+    /// Per-host rate limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<Vec<RateLimitFile>>,
+}
+
+/// At most `requests` requests and `bytes` bytes per `per` to hosts matching `host`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitFile {
+    /// The hosts this limit applies to.
+    pub host: HostPattern,
+    /// Requests per interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Bytes (both directions) per interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<ByteSize>,
+    /// The interval (default 1m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<DurationSpec>,
+}
+
+/// A secret: the sandbox sees a random placeholder in the environment
+/// variable `name`; the proxy swaps in the real value only on requests to `hosts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretFile {
+    /// The environment variable that holds the placeholder inside the sandbox.
+    pub name: String,
+    /// Where the real value comes from: { env = "VAR" }, { file = "path" } or { command = ["prog", "arg"] }.
+    pub from: SecretSource,
+    /// Hosts the real value may be sent to (each must also be allowed in network.allow).
+    pub hosts: Vec<HostPattern>,
+    /// Where the value may be injected: header (default), query, body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject: Option<Vec<InjectAt>>,
+    /// How long the value is injected after the sandbox starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<DurationSpec>,
+}
+
+/// The tamper-evident audit log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFile {
+    /// Record runs (default: true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The audit store (default: under the user's state directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+/// Replaces `dst` when `src` is set.
+fn set<T>(dst: &mut T, src: Option<T>) {
+    if let Some(v) = src {
+        *dst = v;
+    }
+}
+
+impl ProfileFile {
+    /// Applies this file over `base` (normally the preset named by `extends`).
+    /// Does not validate.
+    pub fn apply_to(self, base: Profile) -> Profile {
+        let mut p = base;
+        set(&mut p.description, self.description.map(Some));
+        if let Some(i) = self.isolation {
+            let Isolation {
+                level,
+                allow_weaker,
+            } = &mut p.isolation;
+            set(level, i.level);
+            set(allow_weaker, i.allow_weaker);
+        }
+        if let Some(f) = self.filesystem {
+            let Filesystem {
+                cwd,
+                read_only,
+                read_write,
+                tmp_size,
+                tmp_inodes,
+            } = &mut p.filesystem;
+            set(cwd, f.cwd);
+            set(read_only, f.read_only);
+            set(read_write, f.read_write);
+            set(tmp_size, f.tmp_size);
+            set(tmp_inodes, f.tmp_inodes);
+        }
+        if let Some(l) = self.limits {
+            let Limits {
+                timeout,
+                cpu_time,
+                memory,
+                pids,
+                open_files,
+                file_size,
+                output,
+                on_output_limit,
+            } = &mut p.limits;
+            set(timeout, l.timeout);
+            set(cpu_time, l.cpu_time);
+            set(memory, l.memory);
+            set(pids, l.pids);
+            set(open_files, l.open_files);
+            set(file_size, l.file_size);
+            set(output, l.output);
+            set(on_output_limit, l.on_output_limit);
+        }
+        if let Some(e) = self.env {
+            let Env { pass, set: vars } = &mut p.env;
+            set(pass, e.pass);
+            if let Some(s) = e.set {
+                vars.extend(s);
+            }
+        }
+        if let Some(s) = self.syscalls {
+            let Syscalls { unix_sockets } = &mut p.syscalls;
+            set(unix_sockets, s.unix_sockets);
+        }
+        if let Some(n) = self.network {
+            let Network {
+                mode,
+                allow,
+                deny,
+                https_only,
+                methods,
+                allow_private,
+                on_unlisted,
+                max_bytes,
+                rate_limit,
+            } = &mut p.network;
+            set(mode, n.mode);
+            set(allow, n.allow);
+            set(deny, n.deny);
+            set(https_only, n.https_only);
+            set(methods, n.methods);
+            set(allow_private, n.allow_private);
+            set(on_unlisted, n.on_unlisted);
+            set(max_bytes, n.max_bytes);
+            set(
+                rate_limit,
+                n.rate_limit.map(|v| {
+                    v.into_iter()
+                        .map(|r| RateLimit {
+                            host: r.host,
+                            requests: r.requests,
+                            bytes: r.bytes,
+                            per: r.per.unwrap_or(DurationSpec::mins(1)),
+                        })
+                        .collect()
+                }),
+            );
+        }
+        if let Some(a) = self.audit {
+            let Audit { enabled, path } = &mut p.audit;
+            set(enabled, a.enabled);
+            set(path, a.path.map(Some));
+        }
+        set(
+            &mut p.secrets,
+            self.secrets.map(|v| {
+                v.into_iter()
+                    .map(|s| Secret {
+                        name: s.name,
+                        from: s.from,
+                        hosts: s.hosts,
+                        inject: s.inject.unwrap_or_else(|| vec![InjectAt::Header]),
+                        ttl: s.ttl,
+                    })
+                    .collect()
+            }),
+        );
+        p
+    }
+}
