@@ -104,6 +104,8 @@ pub(crate) struct Problem {
     pub key: String,
     pub message: String,
     pub hint: String,
+    /// Point at the value (bad values) rather than the key (conflicts).
+    pub at_value: bool,
 }
 
 impl Problem {
@@ -118,7 +120,14 @@ impl Problem {
             key: key.into(),
             message: message.into(),
             hint: hint.into(),
+            at_value: kind == ErrorKind::InvalidValue,
         }
+    }
+
+    /// Points at the key even for a bad value (e.g. a bad variable name).
+    pub(crate) fn at_key(mut self) -> Self {
+        self.at_value = false;
+        self
     }
 
     /// A diagnostic without a position (for overrides and JSON profiles).

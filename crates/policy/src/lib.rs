@@ -105,12 +105,12 @@ impl Profile {
     /// Parses a TOML profile, applies it over its preset and validates it.
     /// `origin` names the file in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Profile, PolicyError> {
-        load::from_toml(text, origin).map_err(PolicyError::from)
+        load::from_toml(text, origin)
     }
 
     /// Parses a JSON profile (the same keys as TOML).
     pub fn from_json_str(text: &str, origin: &str) -> Result<Profile, PolicyError> {
-        load::from_json(text, origin).map_err(PolicyError::from)
+        load::from_json(text, origin)
     }
 
     /// Reads and parses a profile file: JSON when the name ends in `.json`,

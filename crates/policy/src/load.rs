@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
-use crate::error::{Diagnostic, ErrorKind, Problem};
+use crate::error::{Diagnostic, ErrorKind, PolicyError, Problem};
 use crate::file::ProfileFile;
 use crate::model::{Profile, TrustLevel};
 use crate::presets::preset;
@@ -115,13 +115,18 @@ impl SpanIndex {
             .map(|(_, e)| e.path.as_str())
     }
 
-    /// The position of a key (its name, else its value), or of the nearest
-    /// enclosing key that is in the text.
-    fn locate(&self, key: &str) -> Option<Range<usize>> {
+    /// The position of a key (its name, or its value when `at_value`), or of
+    /// the nearest enclosing key that is in the text.
+    fn locate(&self, key: &str, at_value: bool) -> Option<Range<usize>> {
         let mut k = key;
         loop {
             if let Some(e) = self.entries.iter().find(|e| e.path == k) {
-                if let Some(r) = e.key.clone().or_else(|| e.value.clone()) {
+                let (first, second) = if at_value && k == key {
+                    (&e.value, &e.key)
+                } else {
+                    (&e.key, &e.value)
+                };
+                if let Some(r) = first.clone().or_else(|| second.clone()) {
                     return Some(r);
                 }
             }
@@ -142,7 +147,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Parses and resolves a TOML profile. `origin` names the file in errors.
-pub(crate) fn from_toml(text: &str, origin: &str) -> Result<Profile, Diagnostic> {
+pub(crate) fn from_toml(text: &str, origin: &str) -> Result<Profile, PolicyError> {
     let at = |span: Option<Range<usize>>| match span {
         Some(r) => {
             let (l, c) = line_col(text, r.start);
@@ -164,7 +169,7 @@ pub(crate) fn from_toml(text: &str, origin: &str) -> Result<Profile, Diagnostic>
             } else {
                 rest.join("; ")
             };
-            return Err(Diagnostic {
+            return Err(PolicyError::from(Diagnostic {
                 kind: ErrorKind::Syntax,
                 origin: origin.to_string(),
                 line,
@@ -172,7 +177,7 @@ pub(crate) fn from_toml(text: &str, origin: &str) -> Result<Profile, Diagnostic>
                 key: None,
                 message: format!("not valid TOML: {first}"),
                 hint: Some(hint),
-            });
+            }));
         }
     };
     let index = SpanIndex::build(&doc);
@@ -190,7 +195,7 @@ pub(crate) fn from_toml(text: &str, origin: &str) -> Result<Profile, Diagnostic>
             }
             let (line, column) = at(span);
             let (kind, message, hint) = explain(e.message(), key);
-            return Err(Diagnostic {
+            return Err(PolicyError::from(Diagnostic {
                 kind,
                 origin: origin.to_string(),
                 line,
@@ -198,22 +203,22 @@ pub(crate) fn from_toml(text: &str, origin: &str) -> Result<Profile, Diagnostic>
                 key: key.map(str::to_string),
                 message,
                 hint: Some(hint),
-            });
+            }));
         }
     };
     resolve(file, origin).map_err(|p| {
-        let (line, column) = at(index.locate(&p.key));
-        Diagnostic {
+        let (line, column) = at(index.locate(&p.key, p.at_value));
+        PolicyError::from(Diagnostic {
             line,
             column,
             ..p.unlocated(origin)
-        }
+        })
     })
 }
 
 /// Parses and resolves a JSON profile (same keys as TOML). Errors carry
 /// line and column for syntax and type mistakes, and the key for the rest.
-pub(crate) fn from_json(text: &str, origin: &str) -> Result<Profile, Diagnostic> {
+pub(crate) fn from_json(text: &str, origin: &str) -> Result<Profile, PolicyError> {
     let file: ProfileFile = match serde_json::from_str(text) {
         Ok(f) => f,
         Err(e) => {
@@ -231,7 +236,7 @@ pub(crate) fn from_json(text: &str, origin: &str) -> Result<Profile, Diagnostic>
             } else {
                 explain(&msg, None)
             };
-            return Err(Diagnostic {
+            return Err(PolicyError::from(Diagnostic {
                 kind,
                 origin: origin.to_string(),
                 line: Some(e.line()),
@@ -239,10 +244,10 @@ pub(crate) fn from_json(text: &str, origin: &str) -> Result<Profile, Diagnostic>
                 key: None,
                 message,
                 hint: Some(hint),
-            });
+            }));
         }
     };
-    resolve(file, origin).map_err(|p| p.unlocated(origin))
+    resolve(file, origin).map_err(|p| PolicyError::from(p.unlocated(origin)))
 }
 
 /// Applies a file over its preset and validates the result.

@@ -677,7 +677,7 @@ fn network_settings_need_the_proxy() {
         "[network]\nmode = \"proxy\"\nmax_bytes = 0\n",
         ErrorKind::InvalidValue,
         3,
-        1,
+        13,
         "network.max_bytes",
         "too small",
         "network.mode = \"none\"",
@@ -752,7 +752,7 @@ fn secrets_need_the_proxy_and_allowed_hosts() {
         &format!("{net}[[secrets]]\nname = \"X\"\nfrom = {{ command = [] }}\nhosts = [\"api.github.com\"]\n"),
         ErrorKind::InvalidValue,
         6,
-        10,
+        20,
         "secrets[0].from.command",
         "the command is empty",
         "op",
@@ -792,7 +792,7 @@ fn bad_limits_and_env() {
         "[limits]\npids = 0\n",
         ErrorKind::InvalidValue,
         2,
-        1,
+        8,
         "limits.pids",
         "0 is out of range",
         "from 1 to",
@@ -801,7 +801,7 @@ fn bad_limits_and_env() {
         "[limits]\nmemory = \"1MiB\"\n",
         ErrorKind::InvalidValue,
         2,
-        1,
+        10,
         "limits.memory",
         "1MiB is too small",
         "at least 8MiB",
@@ -810,7 +810,7 @@ fn bad_limits_and_env() {
         "[limits]\ntimeout = 0\n",
         ErrorKind::InvalidValue,
         2,
-        1,
+        11,
         "limits.timeout",
         "too short",
         "at least 1ms",
@@ -908,6 +908,13 @@ fn example_profiles_validate() {
         if path.extension().is_some_and(|e| e == "toml") {
             let p = Profile::load(&path).unwrap_or_else(|e| panic!("{e}"));
             assert!(p.description.is_some(), "{}", path.display());
+            let danger: Vec<String> = p
+                .lint()
+                .iter()
+                .filter(|w| w.severity == Severity::Danger)
+                .map(|w| w.to_string())
+                .collect();
+            assert!(danger.is_empty(), "{}: {danger:?}", path.display());
             let again = Profile::from_toml_str(&p.to_toml_string(), &p.origin).unwrap();
             assert_eq!(p, again);
             names.push(path.file_name().unwrap().to_string_lossy().into_owned());

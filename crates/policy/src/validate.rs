@@ -206,7 +206,8 @@ fn check_env(p: &Profile) -> Result<(), Problem> {
                 key,
                 format!("'{name}' is not an environment variable name"),
                 hint,
-            ));
+            )
+            .at_key());
         }
         if value.contains('\0') {
             return Err(Problem::new(
