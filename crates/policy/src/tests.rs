@@ -934,3 +934,42 @@ fn example_profiles_validate() {
     assert_eq!(api.network.mode, NetworkMode::Proxy);
     assert_eq!(api.secrets.len(), 1);
 }
+
+#[test]
+fn keys_inside_inline_tables_and_later_entries() {
+    check(
+        "[network]\nmode = \"proxy\"\nrate_limit = [{ host = \"a.com\", requests = \"x\" }]\n",
+        ErrorKind::WrongType,
+        3,
+        44,
+        "network.rate_limit[0].requests",
+        "found string",
+        "a whole number",
+    );
+    let net = "[network]\nmode = \"proxy\"\nallow = [\"a.com\"]\n";
+    let s = "[[secrets]]\nname = \"A\"\nfrom = { env = \"A\" }\nhosts = [\"a.com\"]\n";
+    check(
+        &format!("{net}{s}[[secrets]]\nname = \"B\"\nfrom = {{ env = \"B\" }}\nhosts = [\"a.com\"]\nttl = \"soon\"\n"),
+        ErrorKind::InvalidValue,
+        12,
+        7,
+        "secrets[1].ttl",
+        "'soon' is not a duration",
+        "30s",
+    );
+}
+
+#[test]
+fn crlf_and_unicode_positions() {
+    let d = err("description = \"Überprüfung\"\r\n[limits]\r\nmemory = \"lots\"\r\n");
+    assert_eq!((d.line, d.column), (Some(3), Some(10)));
+    let d = err("description = \"ü\"; [limits]");
+    assert_eq!(d.kind, ErrorKind::Syntax);
+    assert_eq!(d.line, Some(1));
+}
+
+#[test]
+fn numbers_too_large_for_toml() {
+    let d = err("[limits]\npids = 99999999999999999999\n");
+    assert_eq!(d.line, Some(2));
+}
