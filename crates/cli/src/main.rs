@@ -1,1 +1,81 @@
-fn main() {}
+//! `cordon`: run commands that AI agents wrote inside a kernel-enforced
+//! sandbox.
+
+mod doctor_cmd;
+mod plan;
+mod profile_cmd;
+mod run_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status when cordon itself could not do its job (bad flags, a
+/// profile error, a sandbox that could not be built).
+pub const EXIT_CORDON: u8 = 125;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cordon",
+    version,
+    about = "A sandbox for code and tools that AI agents run",
+    long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
+                  no network, bounded CPU, memory, processes, disk, time and output, and nothing \
+                  left running afterwards.",
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon doctor --json"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one command in a fresh sandbox.
+    Run(run_cmd::RunArgs),
+    /// Show what this host can enforce.
+    Doctor(doctor_cmd::DoctorArgs),
+    /// Inspect, check and explain profiles.
+    #[command(subcommand)]
+    Profile(profile_cmd::ProfileCommand),
+}
+
+fn main() -> ExitCode {
+    ensure_stdio_open();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run_cmd::run(args),
+        Command::Doctor(args) => doctor_cmd::run(args),
+        Command::Profile(cmd) => profile_cmd::run(cmd),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("cordon: {e:#}");
+            ExitCode::from(EXIT_CORDON)
+        }
+    }
+}
+
+/// Descriptors 0-2 must exist so that pipes cordon creates never take
+/// their numbers.
+fn ensure_stdio_open() {
+    for fd in 0..3 {
+        if rustix::io::fcntl_getfd(unsafe_borrow(fd)).is_err() {
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                // Leak it: it now occupies the lowest free number, `fd`.
+                std::mem::forget(null);
+            }
+        }
+    }
+}
+
+fn unsafe_borrow(fd: i32) -> std::os::fd::BorrowedFd<'static> {
+    // SAFETY: only used for fcntl(F_GETFD) on 0..3, which fails harmlessly
+    // with EBADF if the descriptor is not open; nothing is closed through it.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+}

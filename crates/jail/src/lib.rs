@@ -1,1 +1,38 @@
-//! cordon-jail (under construction).
+//! cordon-jail: Linux isolation for one command.
+//!
+//! `Spec` (plain data) goes in, `run` builds the sandbox (user, mount, PID,
+//! network, IPC, UTS and cgroup namespaces; a fresh tmpfs root; seccomp;
+//! Landlock; cgroups; rlimits; a deadline), supervises it, and returns an
+//! `Outcome`. No TOML, no HTTP, no async: this crate only talks to the
+//! kernel.
+//!
+//! Process model: the supervisor clones a child into new namespaces (it must
+//! be single-threaded at that moment). The child becomes PID 1 of the new
+//! PID namespace, builds the root filesystem, forks the workload, reaps
+//! zombies and forwards signals. The workload applies rlimits, Landlock,
+//! drops capabilities, sets no_new_privs, installs the seccomp filter and
+//! execs. When PID 1 exits the kernel kills everything left in the
+//! namespace; PR_SET_PDEATHSIG ties PID 1 to the supervisor, and a janitor
+//! process removes the cgroups even if the supervisor is SIGKILLed.
+
+pub mod cgroup;
+mod child;
+mod error;
+mod etc;
+pub mod host;
+mod landlock_rules;
+mod outcome;
+mod rootfs;
+mod run;
+pub mod seccomp;
+mod spec;
+mod sys;
+
+pub use error::{JailError, Result};
+pub use landlock_rules::kernel_abi as landlock_abi;
+pub use outcome::{Breaches, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus};
+pub use run::{run, userns_fix, CaptureSink, OutputSink, RunOptions, StdioSink, Stream};
+pub use spec::{
+    Bind, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction, Spec,
+    StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
+};

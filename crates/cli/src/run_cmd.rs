@@ -1,0 +1,211 @@
+//! `cordon run`: one command, one fresh sandbox.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use cordon_jail::{EndReason, Outcome, RunOptions, StdioSink};
+use cordon_policy::{
+    CwdAccess, IsolationLevel, NetworkMode, OnOutputLimit, Overrides, Profile, TrustLevel,
+};
+use serde::Serialize;
+
+use crate::plan;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit status: the command's own; 128+N if it died from signal N; 124 if the \
+deadline killed it; 125 if cordon could not build the sandbox; 126/127 if the command could not be \
+executed / was not found.\n\n\
+Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --ro ./data --memory 512MiB --timeout 30s -- python3 job.py\n  \
+cordon run --profile profiles/python.toml -- pytest\n  cordon run --report outcome.json -- make test\n  \
+cordon run --preset medium --cwd rw -- ./build.sh"
+)]
+pub struct RunArgs {
+    /// Profile file (TOML or JSON); flags override it.
+    #[arg(long, short = 'p', value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// Start from a preset instead of a file: untrusted (default), low, medium, high.
+    #[arg(long, value_name = "LEVEL", conflicts_with = "profile")]
+    preset: Option<TrustLevel>,
+    /// Make a host path readable inside, at the same path (repeatable).
+    #[arg(long = "ro", value_name = "PATH")]
+    read_only: Vec<PathBuf>,
+    /// Make a host path writable inside, at the same path (repeatable).
+    #[arg(long = "rw", value_name = "PATH")]
+    read_write: Vec<PathBuf>,
+    /// Access to the current directory: ro, rw or none.
+    #[arg(long, value_name = "ACCESS")]
+    cwd: Option<CwdAccess>,
+    /// Memory limit, swap included (e.g. 512MiB).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<cordon_policy::ByteSize>,
+    /// Wall-clock deadline (e.g. 30s, 5m); the whole tree is killed then.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<cordon_policy::DurationSpec>,
+    /// CPU time limit (e.g. 60s).
+    #[arg(long = "cpu-time", value_name = "DURATION")]
+    cpu_time: Option<cordon_policy::DurationSpec>,
+    /// Maximum processes and threads.
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// Maximum open files per process.
+    #[arg(long = "open-files", value_name = "N")]
+    open_files: Option<u64>,
+    /// Largest file the command may write.
+    #[arg(long = "file-size", value_name = "SIZE")]
+    file_size: Option<cordon_policy::ByteSize>,
+    /// Output kept per stream; the rest is counted and dropped.
+    #[arg(long, value_name = "SIZE")]
+    output: Option<cordon_policy::ByteSize>,
+    /// What to do when output passes its limit: truncate or kill.
+    #[arg(long = "on-output-limit", value_name = "ACTION")]
+    on_output_limit: Option<OnOutputLimit>,
+    /// Size of the /tmp tmpfs.
+    #[arg(long = "tmp-size", value_name = "SIZE")]
+    tmp_size: Option<cordon_policy::ByteSize>,
+    /// Pass a host environment variable through (repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    env_pass: Vec<String>,
+    /// Set an environment variable inside (repeatable).
+    #[arg(long = "setenv", value_name = "NAME=VALUE", value_parser = parse_kv)]
+    env_set: Vec<(String, String)>,
+    /// Network: none (default) or loopback (the sandbox's own loopback only).
+    #[arg(long, value_name = "MODE")]
+    net: Option<NetworkMode>,
+    /// Allow socket(AF_UNIX) inside (socketpair is always allowed).
+    #[arg(long = "unix-sockets")]
+    unix_sockets: bool,
+    /// Isolation level: namespaces (default) or process (Landlock + seccomp + rlimits only).
+    #[arg(long, value_name = "LEVEL")]
+    isolation: Option<IsolationLevel>,
+    /// Accept the weaker process level if user namespaces are unavailable.
+    #[arg(long = "allow-weaker")]
+    allow_weaker: bool,
+    /// Stdin of the command: inherit (default) or null.
+    #[arg(long, value_name = "MODE", default_value = "inherit")]
+    stdin: StdinArg,
+    /// Write the outcome as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Print the outcome as JSON on stderr when the command ends.
+    #[arg(long)]
+    json: bool,
+    /// Print nothing of cordon's own unless it fails.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum StdinArg {
+    Inherit,
+    Null,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if cordon_policy::is_env_name(k) => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!(
+            "'{s}' is not NAME=VALUE with a valid variable name"
+        )),
+    }
+}
+
+/// What `--report` writes: the outcome plus what was run.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    cordon_version: &'static str,
+    command: &'a [String],
+    cwd: String,
+    profile: &'a str,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let profile = match (&args.profile, args.preset) {
+        (Some(path), _) => Profile::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
+        (None, Some(level)) => Profile::preset(level),
+        (None, None) => Profile::default(),
+    };
+    let overrides = Overrides {
+        read_only: args.read_only.clone(),
+        read_write: args.read_write.clone(),
+        cwd: args.cwd,
+        tmp_size: args.tmp_size,
+        memory: args.memory,
+        timeout: args.timeout,
+        cpu_time: args.cpu_time,
+        pids: args.pids,
+        open_files: args.open_files,
+        file_size: args.file_size,
+        output: args.output,
+        on_output_limit: args.on_output_limit,
+        env_pass: args.env_pass.clone(),
+        env_set: args.env_set.clone(),
+        isolation: args.isolation,
+        allow_weaker: args.allow_weaker.then_some(true),
+        unix_sockets: args.unix_sockets.then_some(true),
+        network_mode: args.net,
+        ..Overrides::default()
+    };
+    let profile = profile
+        .with_overrides(&overrides)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let mut spec = plan::spec_for(&profile, args.command.clone(), &cwd)?;
+    if matches!(args.stdin, StdinArg::Null) {
+        spec.stdin = cordon_jail::StdinMode::Null;
+    }
+    let _private_tmp = plan::private_tmp(&mut spec)?;
+
+    let outcome = match cordon_jail::run(&spec, &mut StdioSink, RunOptions::default()) {
+        Ok(o) => o,
+        Err(e) => {
+            anyhow::bail!("cannot build the sandbox: {e}");
+        }
+    };
+
+    if let Some(path) = &args.report {
+        let report = Report {
+            cordon_version: env!("CARGO_PKG_VERSION"),
+            command: &args.command,
+            cwd: spec.cwd.display().to_string(),
+            profile: &profile.origin,
+            outcome: &outcome,
+        };
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    if args.json {
+        eprintln!("{}", serde_json::to_string(&outcome)?);
+    }
+    if !args.quiet {
+        for layer in outcome.enforcement.degraded() {
+            eprintln!(
+                "cordon: warning: {} not enforced: {}",
+                layer.layer, layer.detail
+            );
+        }
+        let notable = !matches!(outcome.reason, EndReason::Exited | EndReason::Signal);
+        if let (true, Some(msg)) = (
+            notable || outcome.breaches.output_truncated,
+            &outcome.message,
+        ) {
+            eprintln!("cordon: {msg}");
+        }
+        if outcome.breaches.output_truncated {
+            eprintln!(
+                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream)",
+                outcome.stdout.dropped,
+                outcome.stderr.dropped,
+                spec.limits.output.unwrap_or(0)
+            );
+        }
+    }
+    Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
+}

@@ -1,0 +1,511 @@
+//! Code that runs inside the sandbox, between `clone` and `execve`:
+//! the init (PID 1 of the new PID namespace) and the workload process.
+//!
+//! Both are copies of the single-threaded supervisor, so ordinary Rust is
+//! fine here; every failure is reported over the report pipe as one JSON
+//! line and ends the process with status 125.
+
+use std::ffi::CString;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::ChildReport;
+use crate::landlock_rules::{self, PathAccess, PathRule};
+use crate::rootfs::Plan;
+use crate::seccomp::SeccompProgram;
+use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec, StdinMode};
+use crate::sys;
+
+/// Descriptors the child works with, already at their final numbers
+/// except stdio, which `enter` moves onto 0, 1 and 2.
+pub(crate) struct ChildFds {
+    pub sync: RawFd,
+    pub report: RawFd,
+    pub status: RawFd,
+    pub stdout: RawFd,
+    pub stderr: RawFd,
+}
+
+pub(crate) struct ChildContext<'a> {
+    pub spec: &'a Spec,
+    pub plan: Option<&'a Plan>,
+    pub seccomp: &'a SeccompProgram,
+    pub fds: ChildFds,
+    /// The cgroup could not limit processes/memory: use rlimits instead.
+    pub rlimit_pids: bool,
+    pub rlimit_memory: bool,
+    /// Landlock may be missing on this host.
+    pub landlock_optional: bool,
+}
+
+/// Signals the init passes on to the workload.
+pub(crate) const FORWARDED: &[libc::c_int] = &[
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+    libc::SIGCONT,
+];
+
+fn report(fd: RawFd, r: &ChildReport) {
+    if let Ok(mut line) = serde_json::to_vec(r) {
+        line.push(b'\n');
+        let _ = sys::write_all_fd(fd, &line);
+    }
+}
+
+fn fail(fd: RawFd, layer: Layer, message: String, fix: Option<&str>) -> ! {
+    report(
+        fd,
+        &ChildReport::Setup {
+            layer,
+            message,
+            fix: fix.map(str::to_owned),
+        },
+    );
+    sys::exit_now(125)
+}
+
+/// Entry point of the cloned child. Never returns.
+pub(crate) fn enter(ctx: ChildContext<'_>) -> ! {
+    let fds = &ctx.fds;
+    // Die with the supervisor. Set before waiting for the go byte: if the
+    // supervisor died earlier, the read below sees end-of-file.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+
+    // stdio onto 0/1/2; everything else the supervisor had is closed.
+    // SAFETY: dup2 on descriptors this process owns.
+    unsafe {
+        libc::dup2(fds.stdout, 1);
+        libc::dup2(fds.stderr, 2);
+    }
+    sys::close_all_from_except(3, &[fds.sync, fds.report, fds.status]);
+
+    let mut go = [0u8; 1];
+    // SAFETY: reading one byte into a local buffer.
+    let n = unsafe { libc::read(fds.sync, go.as_mut_ptr() as *mut libc::c_void, 1) };
+    if n != 1 {
+        sys::exit_now(125); // the supervisor is gone or gave up
+    }
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(fds.sync) };
+
+    match ctx.spec.isolation.level {
+        IsolationLevel::Namespaces => init_main(&ctx),
+        IsolationLevel::Process => workload_main(&ctx),
+    }
+}
+
+fn init_main(ctx: &ChildContext<'_>) -> ! {
+    let rfd = ctx.fds.report;
+    // The cgroup namespace is entered only now, after the supervisor moved
+    // us into the sandbox's groups, so that they become our root.
+    // SAFETY: unshare with a constant flag; this process is single-threaded.
+    if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } == -1 {
+        let e = std::io::Error::last_os_error();
+        fail(
+            rfd,
+            Layer::Cgroup,
+            format!("cannot create a cgroup namespace: {e}"),
+            None,
+        );
+    }
+    if let Err(e) = rustix::system::sethostname(ctx.spec.hostname.as_bytes()) {
+        fail(
+            rfd,
+            Layer::NetworkNamespace,
+            format!("cannot set the hostname: {e}"),
+            None,
+        );
+    }
+    if let Err(e) = sys::loopback_up() {
+        fail(
+            rfd,
+            Layer::NetworkNamespace,
+            format!("cannot bring up loopback: {e}"),
+            None,
+        );
+    }
+    if let Some(plan) = ctx.plan {
+        if let Err(e) = plan.build() {
+            let (layer, message, fix) = match e {
+                crate::error::JailError::Setup {
+                    layer,
+                    message,
+                    fix,
+                } => (layer, message, fix),
+                other => (Layer::Filesystem, other.to_string(), None),
+            };
+            report(
+                rfd,
+                &ChildReport::Setup {
+                    layer,
+                    message,
+                    fix,
+                },
+            );
+            sys::exit_now(125);
+        }
+    }
+    // Nothing in the sandbox may read this process's memory, descriptors
+    // or /proc/1/exe (which is the host's cordon binary).
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+
+    let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
+    wanted.push(libc::SIGCHLD);
+    let set = match sys::block_signals(&wanted) {
+        Ok(s) => s,
+        Err(e) => fail(
+            rfd,
+            Layer::PidNamespace,
+            format!("cannot block signals: {e}"),
+            None,
+        ),
+    };
+    let workload = match sys::fork() {
+        Ok(Some(pid)) => pid,
+        Ok(None) => workload_main(ctx),
+        Err(e) => fail(
+            rfd,
+            Layer::PidNamespace,
+            format!("cannot start the workload: {e}"),
+            None,
+        ),
+    };
+    // Only the workload keeps the report pipe, so the supervisor sees
+    // end-of-file exactly when it has exec'd.
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(rfd) };
+
+    loop {
+        // SAFETY: `set` is a valid, initialised sigset_t.
+        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if sig == -1 {
+            continue;
+        }
+        if sig == libc::SIGCHLD {
+            // Reap everything; orphans are re-parented to us.
+            loop {
+                let mut status = 0;
+                // SAFETY: waitpid with a valid status pointer.
+                let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+                if pid <= 0 {
+                    break;
+                }
+                if pid == workload {
+                    let _ = sys::write_all_fd(ctx.fds.status, &status.to_ne_bytes());
+                    // Leaving now kills everything else in the namespace.
+                    sys::exit_now(0);
+                }
+            }
+        } else {
+            // SAFETY: kill(2) with integer arguments; the workload leads its
+            // own process group.
+            unsafe { libc::kill(-workload, sig) };
+        }
+    }
+}
+
+fn workload_main(ctx: &ChildContext<'_>) -> ! {
+    let rfd = ctx.fds.report;
+    let spec = ctx.spec;
+    sys::reset_signals();
+    if ctx.spec.isolation.level == IsolationLevel::Namespaces {
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(ctx.fds.status) };
+    }
+    // A new session: no controlling terminal to push input into.
+    let _ = rustix::process::setsid();
+
+    if spec.stdin == StdinMode::Null {
+        match rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::RDONLY,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(fd) => {
+                use std::os::fd::IntoRawFd;
+                let raw = fd.into_raw_fd();
+                // SAFETY: dup2 onto stdin, then close the spare descriptor.
+                unsafe {
+                    libc::dup2(raw, 0);
+                    libc::close(raw);
+                }
+            }
+            Err(e) => fail(
+                rfd,
+                Layer::Filesystem,
+                format!("cannot open /dev/null: {e}"),
+                None,
+            ),
+        }
+    }
+
+    if let Err(e) = apply_rlimits(ctx) {
+        fail(
+            rfd,
+            Layer::Rlimits,
+            format!("cannot set resource limits: {e}"),
+            None,
+        );
+    }
+
+    if let Err(e) = rustix::process::chdir(&spec.cwd) {
+        fail(
+            rfd,
+            Layer::Filesystem,
+            format!(
+                "working directory {} is not available in the sandbox: {e}",
+                spec.cwd.display()
+            ),
+            Some("bind the directory (--ro/--rw) or choose another --cwd"),
+        );
+    }
+
+    // Landlock (it also sets no_new_privs).
+    let rules = landlock_rules_for(ctx);
+    let restrict_tcp = spec.network == NetworkMode::None;
+    match landlock_rules::apply(&rules, restrict_tcp) {
+        Ok(applied) => {
+            if applied.abi == 0 && !ctx.landlock_optional {
+                fail(
+                    rfd,
+                    Layer::Landlock,
+                    "the kernel does not provide Landlock".into(),
+                    Some("boot a kernel with CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= list, or accept its absence in the profile"),
+                );
+            }
+            report(
+                rfd,
+                &ChildReport::Landlock {
+                    abi: applied.abi,
+                    fully: applied.fully,
+                },
+            );
+        }
+        Err(e) => fail(
+            rfd,
+            Layer::Landlock,
+            format!("cannot apply Landlock rules: {e}"),
+            None,
+        ),
+    }
+    if let Err(e) = rustix::thread::set_no_new_privs(true) {
+        fail(
+            rfd,
+            Layer::Capabilities,
+            format!("cannot set no_new_privs: {e}"),
+            None,
+        );
+    }
+    if let Err(e) = sys::drop_all_capabilities() {
+        fail(
+            rfd,
+            Layer::Capabilities,
+            format!("cannot drop capabilities: {e}"),
+            None,
+        );
+    }
+
+    // Prepare everything exec needs before the filter goes on.
+    let Some(program) = spec.argv.first() else {
+        fail(rfd, Layer::Filesystem, "empty command".into(), None);
+    };
+    let to_c = |s: &str| CString::new(s).unwrap_or_default();
+    let argv: Vec<CString> = spec.argv.iter().map(|a| to_c(a)).collect();
+    let envp: Vec<CString> = spec
+        .env
+        .iter()
+        .map(|(k, v)| to_c(&format!("{k}={v}")))
+        .collect();
+    let candidates = candidates(program, spec);
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = envp.iter().map(|c| c.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+
+    if let Err(e) = sys::cloexec_from(3) {
+        fail(
+            rfd,
+            Layer::Filesystem,
+            format!("cannot close inherited descriptors: {e}"),
+            None,
+        );
+    }
+    if let Err(e) = sys::seccomp_install(&ctx.seccomp.instructions) {
+        fail(
+            rfd,
+            Layer::Seccomp,
+            format!("cannot install the seccomp filter: {e}"),
+            Some("use a kernel built with CONFIG_SECCOMP_FILTER=y"),
+        );
+    }
+
+    let mut errno = libc::ENOENT;
+    for path in &candidates {
+        // SAFETY: `path`, `argv_ptrs` and `env_ptrs` are NUL-terminated
+        // arrays of valid C strings that live until exec or failure.
+        unsafe { libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT);
+        // Keep looking on "not here"; remember a more telling error.
+        if e != libc::ENOENT && e != libc::ENOTDIR {
+            errno = e;
+        }
+        if e != libc::ENOENT && e != libc::ENOTDIR && e != libc::EACCES {
+            break;
+        }
+    }
+    report(
+        rfd,
+        &ChildReport::Exec {
+            program: program.clone(),
+            errno,
+        },
+    );
+    sys::exit_now(if errno == libc::ENOENT { 127 } else { 126 })
+}
+
+/// Where to look for the program: itself if it has a slash, else each
+/// directory of the sandbox's PATH.
+fn candidates(program: &str, spec: &Spec) -> Vec<CString> {
+    if program.contains('/') {
+        return CString::new(program).into_iter().collect();
+    }
+    let path = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or(crate::spec::DEFAULT_PATH, |(_, v)| v.as_str());
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .filter_map(|d| CString::new(format!("{d}/{program}")).ok())
+        .collect()
+}
+
+fn landlock_rules_for(ctx: &ChildContext<'_>) -> Vec<PathRule> {
+    let rule = |p: &str, access| PathRule {
+        path: PathBuf::from(p),
+        access,
+    };
+    let mut rules = Vec::new();
+    match ctx.plan {
+        Some(plan) => {
+            for (path, writable, _) in plan.landlock_paths() {
+                rules.push(PathRule {
+                    path,
+                    access: if writable {
+                        PathAccess::Full
+                    } else {
+                        PathAccess::ReadExec
+                    },
+                });
+            }
+            // Listing the (read-only, synthesized) root shows only mount points.
+            rules.push(rule("/", PathAccess::ListDir));
+            rules.push(rule("/tmp", PathAccess::Full));
+            rules.push(rule("/dev/shm", PathAccess::Full));
+            rules.push(rule("/dev", PathAccess::ReadWriteFiles));
+            rules.push(rule("/proc", PathAccess::ReadWriteFiles));
+        }
+        None => {
+            // Process level: the host tree is visible, so Landlock is the
+            // filesystem boundary.
+            for dir in [
+                "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+            ] {
+                rules.push(rule(dir, PathAccess::ReadExec));
+            }
+            for name in crate::etc::HOST_ETC {
+                rules.push(PathRule {
+                    path: Path::new("/etc").join(name),
+                    access: PathAccess::ReadExec,
+                });
+            }
+            for b in &ctx.spec.binds {
+                rules.push(PathRule {
+                    path: b.path.clone(),
+                    access: if b.writable {
+                        PathAccess::Full
+                    } else {
+                        PathAccess::ReadExec
+                    },
+                });
+            }
+            for node in [
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom",
+            ] {
+                rules.push(rule(node, PathAccess::ReadWriteFiles));
+            }
+            rules.push(rule("/proc/self", PathAccess::ReadWriteFiles));
+            if let Some((_, tmp)) = ctx.spec.env.iter().find(|(k, _)| k == "TMPDIR") {
+                rules.push(PathRule {
+                    path: PathBuf::from(tmp),
+                    access: PathAccess::Full,
+                });
+            }
+        }
+    }
+    rules
+}
+
+fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: setrlimit with a valid rlimit struct.
+    if unsafe { libc::setrlimit(resource, &lim) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Lower a limit, never raising it above what we were given.
+fn lower_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills a valid rlimit struct.
+    if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    set_rlimit(resource, value.min(cur.rlim_max))
+}
+
+fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
+    let l = &ctx.spec.limits;
+    // RLIMIT_CORE=1 disables core files and piped core handlers alike.
+    lower_rlimit(libc::RLIMIT_CORE, 1)?;
+    if let Some(cpu) = l.cpu {
+        lower_rlimit(libc::RLIMIT_CPU, cpu.as_secs().max(1))?;
+    }
+    if let Some(n) = l.open_files {
+        lower_rlimit(libc::RLIMIT_NOFILE, n)?;
+    }
+    if let Some(n) = l.file_size {
+        lower_rlimit(libc::RLIMIT_FSIZE, n)?;
+    }
+    if let Some(n) = l.pids {
+        // Counted per user in the sandbox's own user namespace; a second
+        // layer under the cgroup, the only one without it.
+        if ctx.rlimit_pids || ctx.spec.isolation.level == IsolationLevel::Namespaces {
+            lower_rlimit(libc::RLIMIT_NPROC, n)?;
+        }
+    }
+    if let (Some(m), true) = (l.memory, ctx.rlimit_memory) {
+        lower_rlimit(libc::RLIMIT_AS, m)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `Outcome`: what happened to one sandboxed run.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{IsolationLevel, Layer, Limits};
+
+/// Everything a caller needs to know about a finished run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The status `cordon run` exits with: the workload's own code, 128+N for
+    /// signal N, 124 on deadline, 125 when the sandbox could not be built,
+    /// 126/127 when the command could not be executed / was not found.
+    pub exit_code: i32,
+    /// Why the run ended.
+    pub reason: EndReason,
+    /// How the workload process itself ended, when it ran.
+    pub status: Option<WaitStatus>,
+    /// A human-readable explanation for setup and exec failures and limits.
+    pub message: Option<String>,
+    #[serde(with = "duration_secs")]
+    pub wall_time: Duration,
+    #[serde(with = "duration_secs")]
+    pub user_time: Duration,
+    #[serde(with = "duration_secs")]
+    pub system_time: Duration,
+    /// Peak memory of the whole sandbox in bytes (cgroup), or of the largest
+    /// single process (rusage) when no cgroup was used.
+    pub peak_memory: Option<u64>,
+    pub peak_memory_source: Option<String>,
+    pub stdout: StreamStats,
+    pub stderr: StreamStats,
+    /// Limit breaches observed by the kernel's counters.
+    pub breaches: Breaches,
+    /// The limits that were in force.
+    pub limits: Limits,
+    /// What this host enforced.
+    pub enforcement: Enforcement,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The workload exited on its own.
+    Exited,
+    /// The workload was killed by a signal.
+    Signal,
+    /// The wall-clock deadline passed.
+    Timeout,
+    /// The cgroup's OOM killer ended it.
+    MemoryLimit,
+    /// It failed after hitting the process/thread limit.
+    PidsLimit,
+    /// RLIMIT_CPU.
+    CpuLimit,
+    /// RLIMIT_FSIZE.
+    FileSizeLimit,
+    /// Output passed its limit with `on_output_limit = kill`.
+    OutputLimit,
+    /// cordon forwarded SIGINT/SIGTERM/SIGHUP it received.
+    Interrupted,
+    /// The sandbox could not be built.
+    SetupFailed,
+    /// The command could not be executed.
+    ExecFailed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaitStatus {
+    Exited { code: i32 },
+    Signaled { signal: i32, core_dumped: bool },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamStats {
+    /// Bytes passed on to the caller.
+    pub kept: u64,
+    /// Bytes read from the workload and dropped because of the limit.
+    pub dropped: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Breaches {
+    pub oom_kills: u64,
+    pub pids_limit_hits: u64,
+    pub output_truncated: bool,
+}
+
+/// Which layers were applied, and how.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Enforcement {
+    pub isolation: IsolationLevel,
+    pub layers: Vec<LayerState>,
+    /// Landlock ABI version applied (0 when none).
+    pub landlock_abi: u32,
+    /// "v1", "v2", "hybrid" or "none".
+    pub cgroup: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LayerState {
+    pub layer: Layer,
+    pub enforced: bool,
+    pub detail: String,
+}
+
+impl Enforcement {
+    pub(crate) fn record(&mut self, layer: Layer, enforced: bool, detail: impl Into<String>) {
+        self.layers.push(LayerState {
+            layer,
+            enforced,
+            detail: detail.into(),
+        });
+    }
+
+    /// Layers that were not enforced, for warnings.
+    pub fn degraded(&self) -> impl Iterator<Item = &LayerState> {
+        self.layers.iter().filter(|l| !l.enforced)
+    }
+}
+
+mod duration_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Ok(Duration::try_from_secs_f64(secs).unwrap_or_default())
+    }
+}

@@ -1,0 +1,701 @@
+//! The sandbox's filesystem: a fresh tmpfs root holding only what was
+//! declared, built inside the new mount namespace and then made the root
+//! with `pivot_root`.
+//!
+//! `Plan::new` runs on the supervisor side and checks every declared path,
+//! so mistakes are reported before anything is forked. `Plan::build` runs in
+//! the sandbox helper. It never resolves a name through a symlink: sources
+//! are opened with `RESOLVE_NO_SYMLINKS`, mount points are created and
+//! opened component by component with `O_NOFOLLOW` under the new root, and
+//! every mount goes through `/proc/self/fd/N` of those descriptors.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+
+use crate::error::{JailError, Result};
+use crate::etc;
+use crate::spec::{Layer, Spec};
+use crate::sys::{self, MountAttrs};
+
+/// Host directories that hold programs and libraries, bound read-only (or
+/// recreated as symlinks where the host has merged /usr).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Device nodes bound from the host.
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+
+/// Parts of /proc that expose or steer the host: made read-only.
+const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// Parts of /proc hidden behind /dev/null.
+const PROC_MASKED: &[&str] = &[
+    "kcore",
+    "keys",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+];
+
+/// Paths a declared bind may not cover: the sandbox builds these itself.
+const RESERVED: &[&str] = &["/proc", "/dev", "/sys"];
+
+#[derive(Debug, Clone)]
+struct PlannedBind {
+    path: PathBuf,
+    writable: bool,
+    dir: bool,
+}
+
+/// Everything the helper needs to build the root, checked in advance.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    system_links: Vec<(PathBuf, PathBuf)>,
+    system_binds: Vec<PlannedBind>,
+    etc_files: Vec<(&'static str, String)>,
+    etc_links: Vec<(PathBuf, PathBuf)>,
+    etc_binds: Vec<PlannedBind>,
+    user_binds: Vec<PlannedBind>,
+    tmp_options: CString,
+}
+
+fn fs_err(message: String, fix: Option<&str>) -> JailError {
+    JailError::setup(Layer::Filesystem, message, fix)
+}
+
+impl Plan {
+    pub(crate) fn new(spec: &Spec) -> Result<Plan> {
+        let mut plan = Plan {
+            system_links: Vec::new(),
+            system_binds: Vec::new(),
+            etc_files: etc::synthesized(&spec.hostname),
+            etc_links: Vec::new(),
+            etc_binds: Vec::new(),
+            user_binds: Vec::new(),
+            tmp_options: CString::new(format!(
+                "size={},nr_inodes={},mode=1777",
+                spec.tmp_size.max(4096),
+                spec.tmp_inodes.max(16)
+            ))
+            .map_err(|_| fs_err("bad tmpfs options".into(), None))?,
+        };
+        for dir in SYSTEM_DIRS {
+            let path = Path::new(dir);
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = std::fs::read_link(path)
+                        .map_err(|e| fs_err(format!("{dir}: cannot read link: {e}"), None))?;
+                    plan.system_links.push((path.to_path_buf(), target));
+                }
+                Ok(m) if m.is_dir() => plan.system_binds.push(PlannedBind {
+                    path: path.to_path_buf(),
+                    writable: false,
+                    dir: true,
+                }),
+                _ => {}
+            }
+        }
+        for name in etc::HOST_ETC {
+            let path = Path::new("/etc").join(name);
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(&path) {
+                        plan.etc_links.push((path, target));
+                    }
+                }
+                Ok(m) => plan.etc_binds.push(PlannedBind {
+                    path,
+                    writable: false,
+                    dir: m.is_dir(),
+                }),
+                Err(_) => {}
+            }
+        }
+        let mut user: Vec<PlannedBind> = Vec::new();
+        for bind in &spec.binds {
+            let path = &bind.path;
+            if !path.is_absolute()
+                || path
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+            {
+                return Err(JailError::InvalidSpec(format!(
+                    "{}: bind paths must be absolute and canonical",
+                    path.display()
+                )));
+            }
+            if path == Path::new("/") {
+                return Err(fs_err(
+                    "refusing to bind the whole host root into the sandbox".into(),
+                    Some("name the directories the command needs with --ro/--rw"),
+                ));
+            }
+            if let Some(r) = RESERVED.iter().find(|r| path.starts_with(r)) {
+                return Err(fs_err(
+                    format!(
+                        "{}: {r} is built by cordon and cannot be bound from the host",
+                        path.display()
+                    ),
+                    Some("remove this path from the profile or flags"),
+                ));
+            }
+            let meta = std::fs::symlink_metadata(path).map_err(|e| {
+                fs_err(
+                    format!("{}: {e}", path.display()),
+                    Some("create the path on the host first, or remove it from --ro/--rw"),
+                )
+            })?;
+            if meta.file_type().is_symlink() {
+                return Err(JailError::InvalidSpec(format!(
+                    "{}: bind paths must be canonical (this is a symlink)",
+                    path.display()
+                )));
+            }
+            if !(meta.is_dir() || meta.is_file()) {
+                return Err(fs_err(
+                    format!(
+                        "{}: only directories and regular files can be bound",
+                        path.display()
+                    ),
+                    None,
+                ));
+            }
+            // A later declaration of the same path wins (flags override profiles).
+            user.retain(|b| b.path != *path);
+            user.push(PlannedBind {
+                path: path.clone(),
+                writable: bind.writable,
+                dir: meta.is_dir(),
+            });
+        }
+        // Parents before children, so nested binds land on top.
+        user.sort_by_key(|b| b.path.components().count());
+        plan.user_binds = user;
+        Ok(plan)
+    }
+
+    /// Paths bound from the host, for Landlock: (path, writable, is_dir).
+    pub(crate) fn landlock_paths(&self) -> Vec<(PathBuf, bool, bool)> {
+        let mut out: Vec<(PathBuf, bool, bool)> = self
+            .system_binds
+            .iter()
+            .chain(&self.user_binds)
+            .map(|b| (b.path.clone(), b.writable, b.dir))
+            .collect();
+        out.push((PathBuf::from("/etc"), false, true));
+        out
+    }
+
+    /// Build the root (in the sandbox helper, with the new namespaces).
+    pub(crate) fn build(&self) -> Result<()> {
+        // No mount event may propagate back to the host.
+        sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+            .map_err(|e| fs_err(format!("cannot make mounts private: {e}"), None))?;
+
+        // Open every source before anything is mounted over it.
+        let open_src = |b: &PlannedBind| -> Result<OwnedFd> {
+            rustix::fs::openat2(
+                rustix::fs::CWD,
+                b.path.as_path(),
+                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+                ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            )
+            .map_err(|e| {
+                fs_err(
+                    format!(
+                        "{}: cannot open without following symlinks: {e}",
+                        b.path.display()
+                    ),
+                    Some("the path must not contain symlinks; name its real location"),
+                )
+            })
+        };
+        let system: Vec<OwnedFd> = self
+            .system_binds
+            .iter()
+            .map(open_src)
+            .collect::<Result<_>>()?;
+        let etc_src: Vec<OwnedFd> = self.etc_binds.iter().map(open_src).collect::<Result<_>>()?;
+        let user: Vec<OwnedFd> = self
+            .user_binds
+            .iter()
+            .map(open_src)
+            .collect::<Result<_>>()?;
+        let dev: Vec<OwnedFd> = DEV_NODES
+            .iter()
+            .map(|n| {
+                open_src(&PlannedBind {
+                    path: Path::new("/dev").join(n),
+                    writable: true,
+                    dir: false,
+                })
+            })
+            .collect::<Result<_>>()?;
+
+        // The new root: a small tmpfs, mounted over /tmp in this namespace
+        // only (every source is already open).
+        sys::mount(
+            Some(c"tmpfs"),
+            c"/tmp",
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(c"size=4m,nr_inodes=4096,mode=0755"),
+        )
+        .map_err(|e| fs_err(format!("cannot mount the root tmpfs: {e}"), None))?;
+        let root = rustix::fs::open(
+            "/tmp",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| fs_err(format!("cannot open the new root: {e}"), None))?;
+        let root = root.as_fd();
+
+        for (link, target) in &self.system_links {
+            symlink(root, link, target)?;
+        }
+        for (b, src) in self.system_binds.iter().zip(&system) {
+            bind(root, b, src.as_fd())?;
+        }
+
+        // /etc
+        let etc_dir = make_target(root, Path::new("/etc"), true)?;
+        for (name, text) in &self.etc_files {
+            write_file(etc_dir.as_fd(), name, text.as_bytes())?;
+        }
+        drop(etc_dir);
+        for (link, target) in &self.etc_links {
+            symlink(root, link, target)?;
+        }
+        for (b, src) in self.etc_binds.iter().zip(&etc_src) {
+            bind(root, b, src.as_fd())?;
+        }
+
+        // /tmp
+        let tmp = make_target(root, Path::new("/tmp"), true)?;
+        sys::mount(
+            Some(c"tmpfs"),
+            &sys::fd_path(tmp.as_fd()),
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&self.tmp_options),
+        )
+        .map_err(|e| fs_err(format!("cannot mount /tmp: {e}"), None))?;
+        drop(tmp);
+
+        self.build_dev(root, &dev)?;
+
+        for (b, src) in self.user_binds.iter().zip(&user) {
+            bind(root, b, src.as_fd())?;
+        }
+        drop((system, etc_src, user, dev));
+
+        build_proc(root)?;
+
+        // Swap roots: the tmpfs becomes "/", the host root is detached.
+        rustix::process::fchdir(root)
+            .map_err(|e| fs_err(format!("chdir to new root: {e}"), None))?;
+        rustix::process::pivot_root(".", ".").map_err(|e| {
+            fs_err(
+                format!("pivot_root failed: {e}"),
+                Some(
+                    "cordon cannot run from an initramfs root; run it on a normal root filesystem",
+                ),
+            )
+        })?;
+        rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)
+            .map_err(|e| fs_err(format!("cannot detach the old root: {e}"), None))?;
+        rustix::process::chdir("/").map_err(|e| fs_err(format!("chdir /: {e}"), None))?;
+        let new_root = rustix::fs::open(
+            "/",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| fs_err(format!("open /: {e}"), None))?;
+        set_attrs(new_root.as_fd(), Path::new("/"), readonly(), false)?;
+        Ok(())
+    }
+
+    fn build_dev(&self, root: BorrowedFd<'_>, nodes: &[OwnedFd]) -> Result<()> {
+        let dev = make_target(root, Path::new("/dev"), true)?;
+        sys::mount(
+            Some(c"tmpfs"),
+            &sys::fd_path(dev.as_fd()),
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            Some(c"size=64k,nr_inodes=64,mode=0755"),
+        )
+        .map_err(|e| fs_err(format!("cannot mount /dev: {e}"), None))?;
+        drop(dev);
+        for (name, src) in DEV_NODES.iter().zip(nodes) {
+            let b = PlannedBind {
+                path: Path::new("/dev").join(name),
+                writable: true,
+                dir: false,
+            };
+            bind(root, &b, src.as_fd())?;
+        }
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            symlink(root, &Path::new("/dev").join(name), Path::new(target))?;
+        }
+        let shm = make_target(root, Path::new("/dev/shm"), true)?;
+        sys::mount(
+            Some(c"tmpfs"),
+            &sys::fd_path(shm.as_fd()),
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&self.tmp_options),
+        )
+        .map_err(|e| fs_err(format!("cannot mount /dev/shm: {e}"), None))?;
+        // The /dev tmpfs itself is read-only; the nodes and /dev/shm are
+        // separate mounts and keep their own flags.
+        let dev = reopen(root, Path::new("/dev"))?;
+        set_attrs(dev.as_fd(), Path::new("/dev"), readonly(), false)?;
+        Ok(())
+    }
+}
+
+fn readonly() -> MountAttrs {
+    MountAttrs {
+        rdonly: true,
+        nosuid: true,
+        nodev: true,
+        noexec: false,
+    }
+}
+
+fn relative(path: &Path) -> &Path {
+    path.strip_prefix("/").unwrap_or(path)
+}
+
+/// Open an existing path under `root` (crossing mount points, never
+/// symlinks).
+fn reopen(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd> {
+    rustix::fs::openat2(
+        root,
+        relative(path),
+        OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH,
+    )
+    .map_err(|e| {
+        fs_err(
+            format!("{}: cannot reopen mount point: {e}", path.display()),
+            None,
+        )
+    })
+}
+
+/// Create (if needed) and open the mount point for `path` under `root`,
+/// one component at a time, refusing symlinks.
+fn make_target(root: BorrowedFd<'_>, path: &Path, dir: bool) -> Result<OwnedFd> {
+    let rel = relative(path);
+    let comps: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let mut cur: Option<OwnedFd> = None;
+    for (i, comp) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let parent = cur.as_ref().map_or(root, |f| f.as_fd());
+        let want_dir = !last || dir;
+        let flags = OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        let open = |p: BorrowedFd<'_>| {
+            rustix::fs::openat2(
+                p,
+                *comp,
+                if want_dir {
+                    flags | OFlags::DIRECTORY
+                } else {
+                    flags
+                },
+                Mode::empty(),
+                ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
+            )
+        };
+        let fd = match open(parent) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => {
+                let created = if want_dir {
+                    rustix::fs::mkdirat(parent, *comp, Mode::from_raw_mode(0o755))
+                } else {
+                    rustix::fs::openat(
+                        parent,
+                        *comp,
+                        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                        Mode::from_raw_mode(0o644),
+                    )
+                    .map(drop)
+                };
+                created.map_err(|e| {
+                    fs_err(
+                        format!("{}: cannot create mount point: {e}", path.display()),
+                        Some("a path nested in a read-only bind must already exist on the host"),
+                    )
+                })?;
+                open(parent).map_err(|e| fs_err(format!("{}: {e}", path.display()), None))?
+            }
+            Err(rustix::io::Errno::LOOP) | Err(rustix::io::Errno::NOTDIR) | Err(rustix::io::Errno::XDEV) => {
+                return Err(fs_err(
+                    format!(
+                        "{}: a component of the mount point is a symlink or not a directory; refusing to follow it",
+                        path.display()
+                    ),
+                    Some("remove the symlink from the bound directory, or bind the path it points to"),
+                ))
+            }
+            Err(e) => return Err(fs_err(format!("{}: {e}", path.display()), None)),
+        };
+        cur = Some(fd);
+    }
+    cur.ok_or_else(|| fs_err(format!("{}: empty mount point", path.display()), None))
+}
+
+fn bind(root: BorrowedFd<'_>, b: &PlannedBind, src: BorrowedFd<'_>) -> Result<()> {
+    let target = make_target(root, &b.path, b.dir)?;
+    sys::mount(
+        Some(&sys::fd_path(src)),
+        &sys::fd_path(target.as_fd()),
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )
+    .map_err(|e| fs_err(format!("cannot bind {}: {e}", b.path.display()), None))?;
+    drop(target);
+    let mounted = reopen(root, &b.path)?;
+    let attrs = if b.writable {
+        MountAttrs {
+            rdonly: false,
+            nosuid: true,
+            nodev: !b.path.starts_with("/dev"),
+            noexec: false,
+        }
+    } else {
+        readonly()
+    };
+    let attrs = if b.path.starts_with("/dev") {
+        MountAttrs {
+            nodev: false,
+            ..attrs
+        }
+    } else {
+        attrs
+    };
+    set_attrs(mounted.as_fd(), &b.path, attrs, true)
+}
+
+fn set_attrs(fd: BorrowedFd<'_>, path: &Path, attrs: MountAttrs, recursive: bool) -> Result<()> {
+    sys::mount_setattr(fd, attrs, recursive).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOSYS) {
+            fs_err(
+                format!(
+                    "{}: this kernel lacks mount_setattr(2), needed for recursive read-only mounts",
+                    path.display()
+                ),
+                Some("use Linux 5.12 or newer"),
+            )
+        } else {
+            fs_err(
+                format!("{}: cannot set mount flags: {e}", path.display()),
+                None,
+            )
+        }
+    })
+}
+
+fn symlink(root: BorrowedFd<'_>, link: &Path, target: &Path) -> Result<()> {
+    let parent = link.parent().unwrap_or(Path::new("/"));
+    let name = link
+        .file_name()
+        .ok_or_else(|| fs_err(format!("{}: bad link", link.display()), None))?;
+    let dir = if parent == Path::new("/") {
+        None
+    } else {
+        Some(make_target(root, parent, true)?)
+    };
+    let at = dir.as_ref().map_or(root, |d| d.as_fd());
+    // An O_PATH directory descriptor is a valid base for *at() calls.
+    rustix::fs::symlinkat(target, at, name).map_err(|e| {
+        fs_err(
+            format!("{}: cannot create symlink: {e}", link.display()),
+            None,
+        )
+    })
+}
+
+fn write_file(dir: BorrowedFd<'_>, name: &str, data: &[u8]) -> Result<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| fs_err(format!("/etc/{name}: {e}"), None))?;
+    let mut rest = data;
+    while !rest.is_empty() {
+        let n =
+            rustix::io::write(&fd, rest).map_err(|e| fs_err(format!("/etc/{name}: {e}"), None))?;
+        rest = &rest[n..];
+    }
+    Ok(())
+}
+
+/// A fresh /proc for the sandbox's PID namespace, with the parts that reach
+/// the host made read-only or hidden.
+fn build_proc(root: BorrowedFd<'_>) -> Result<()> {
+    let proc_dir = make_target(root, Path::new("/proc"), true)?;
+    sys::mount(
+        Some(c"proc"),
+        &sys::fd_path(proc_dir.as_fd()),
+        Some(c"proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(|e| {
+        fs_err(
+            format!("cannot mount /proc: {e}"),
+            Some("inside a container, /proc must not be partly masked for nested sandboxes (e.g. docker --security-opt systempaths=unconfined)"),
+        )
+    })?;
+    drop(proc_dir);
+    let proc_root = reopen(root, Path::new("/proc"))?;
+
+    // No nested user namespaces, even if seccomp were bypassed: this limit
+    // belongs to the sandbox's own user namespace.
+    if let Ok(fd) = rustix::fs::openat(
+        proc_root.as_fd(),
+        "sys/user/max_user_namespaces",
+        OFlags::WRONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        let _ = rustix::io::write(&fd, b"0");
+    }
+
+    for name in PROC_READ_ONLY {
+        let path = Path::new("/proc").join(name);
+        let Ok(fd) = rustix::fs::openat2(
+            proc_root.as_fd(),
+            *name,
+            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
+        ) else {
+            continue;
+        };
+        let p = sys::fd_path(fd.as_fd());
+        sys::mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None)
+            .map_err(|e| fs_err(format!("cannot protect {}: {e}", path.display()), None))?;
+        drop(fd);
+        let mounted = reopen(root, &path)?;
+        set_attrs(
+            mounted.as_fd(),
+            &path,
+            MountAttrs {
+                noexec: true,
+                ..readonly()
+            },
+            true,
+        )?;
+    }
+    let null = reopen(root, Path::new("/dev/null"))?;
+    let null_path = sys::fd_path(null.as_fd());
+    for name in PROC_MASKED {
+        let Ok(fd) = rustix::fs::openat2(
+            proc_root.as_fd(),
+            *name,
+            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
+        ) else {
+            continue;
+        };
+        if rustix::fs::fstat(&fd)
+            .map(|s| s.st_mode & libc::S_IFMT != libc::S_IFREG)
+            .unwrap_or(true)
+        {
+            continue;
+        }
+        sys::mount(
+            Some(&null_path),
+            &sys::fd_path(fd.as_fd()),
+            None,
+            libc::MS_BIND,
+            None,
+        )
+        .map_err(|e| fs_err(format!("cannot mask /proc/{name}: {e}"), None))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Bind;
+
+    fn spec_with(binds: Vec<Bind>) -> Spec {
+        let mut s = Spec::new(vec!["true".into()], PathBuf::from("/"));
+        s.binds = binds;
+        s
+    }
+
+    #[test]
+    fn refuses_root_and_reserved_paths() {
+        for p in ["/", "/proc", "/dev/sda", "/sys/kernel"] {
+            let err = Plan::new(&spec_with(vec![Bind {
+                path: p.into(),
+                writable: false,
+            }]))
+            .expect_err(p);
+            assert!(
+                err.to_string().contains("filesystem") || err.to_string().contains("invalid"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_relative_and_missing_paths() {
+        assert!(Plan::new(&spec_with(vec![Bind {
+            path: "relative/x".into(),
+            writable: false
+        }]))
+        .is_err());
+        let err = Plan::new(&spec_with(vec![Bind {
+            path: "/definitely/not/here".into(),
+            writable: false,
+        }]))
+        .expect_err("missing path");
+        assert!(err.to_string().contains("create the path"), "{err}");
+    }
+
+    #[test]
+    fn nested_binds_mount_parents_first_and_last_flag_wins() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inner = dir.path().join("a/b");
+        std::fs::create_dir_all(&inner).expect("mkdir");
+        let plan = Plan::new(&spec_with(vec![
+            Bind {
+                path: inner.clone(),
+                writable: true,
+            },
+            Bind {
+                path: dir.path().to_path_buf(),
+                writable: false,
+            },
+            Bind {
+                path: inner.clone(),
+                writable: false,
+            },
+        ]))
+        .expect("plan");
+        assert_eq!(plan.user_binds.len(), 2);
+        assert_eq!(plan.user_binds[0].path, dir.path());
+        assert_eq!(plan.user_binds[1].path, inner);
+        assert!(!plan.user_binds[1].writable);
+    }
+}

@@ -1,0 +1,409 @@
+//! Thin wrappers over the system calls the crates we use do not cover
+//! (raw `clone` with namespace flags and `CLONE_PIDFD`, `mount_setattr`,
+//! `close_range`, loading a prepared seccomp program, signal masks,
+//! capability bounding sets). Each wrapper is small and documents why it is
+//! sound.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// Result of [`clone_sandbox`]: which side of the clone we are on.
+pub(crate) enum Forked {
+    Parent { pid: libc::pid_t, pidfd: OwnedFd },
+    Child,
+}
+
+/// `clone(2)` with the given namespace flags, like `fork` (the child runs on
+/// a copy of the caller's stack), returning a pidfd for the child.
+///
+/// Must only be called while the process is single-threaded: the child is a
+/// copy of this one thread and may then use any function (allocation
+/// included), since no lock can be held by a thread that no longer exists.
+pub(crate) fn clone_sandbox(ns_flags: libc::c_int) -> io::Result<Forked> {
+    let mut pidfd: libc::c_int = -1;
+    let flags = (ns_flags | libc::CLONE_PIDFD) as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
+    // SAFETY: raw clone with a NULL stack behaves like fork: the child gets a
+    // copy-on-write copy of the address space and continues here. The only
+    // pointer passed is `pidfd`, a valid, writable c_int for the kernel to
+    // store the pidfd in (x86_64/aarch64 argument order: flags, stack,
+    // parent_tid, child_tid, tls).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut pidfd as *mut libc::c_int,
+            std::ptr::null_mut::<libc::c_int>(),
+            0usize,
+        )
+    };
+    match ret {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => {
+            // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor
+            // that nobody else owns.
+            let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+            Ok(Forked::Parent {
+                pid: pid as libc::pid_t,
+                pidfd,
+            })
+        }
+    }
+}
+
+/// Plain `fork(2)` for the single-threaded helper processes.
+pub(crate) fn fork() -> io::Result<Option<libc::pid_t>> {
+    // SAFETY: only called from single-threaded processes (the supervisor
+    // before it starts threads, the sandbox init); see `clone_sandbox`.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid)),
+    }
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Mount attributes to set with [`mount_setattr`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MountAttrs {
+    pub rdonly: bool,
+    pub nosuid: bool,
+    pub nodev: bool,
+    pub noexec: bool,
+}
+
+/// `mount_setattr(2)` (Linux 5.12+) on the mount `fd` refers to, and on
+/// every mount below it when `recursive`: unlike a remount it never needs
+/// the locked flags repeated.
+pub(crate) fn mount_setattr(
+    fd: BorrowedFd<'_>,
+    attrs: MountAttrs,
+    recursive: bool,
+) -> io::Result<()> {
+    let mut set = 0;
+    if attrs.rdonly {
+        set |= MOUNT_ATTR_RDONLY;
+    }
+    if attrs.nosuid {
+        set |= MOUNT_ATTR_NOSUID;
+    }
+    if attrs.nodev {
+        set |= MOUNT_ATTR_NODEV;
+    }
+    if attrs.noexec {
+        set |= MOUNT_ATTR_NOEXEC;
+    }
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: `fd` is a live descriptor, the path is an empty NUL-terminated
+    // string, and `attr` a properly laid out `struct mount_attr` whose size
+    // we pass alongside.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `mount(2)`. Paths are usually `/proc/self/fd/N` magic links so that
+/// nothing is resolved by name after it was checked.
+pub(crate) fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let ptr = |c: Option<&CStr>| c.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: every pointer is NULL or a valid NUL-terminated string that
+    // outlives the call.
+    let ret = unsafe {
+        libc::mount(
+            ptr(source),
+            target.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data) as *const libc::c_void,
+        )
+    };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The `/proc/self/fd/N` path naming a descriptor.
+pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> std::ffi::CString {
+    // A decimal number never contains NUL.
+    std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
+}
+
+/// Mark every descriptor from `first` up close-on-exec (Linux 5.11+), or
+/// close them where the flag is unknown.
+pub(crate) fn cloexec_from(first: u32) -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range takes plain integers; marking descriptors
+    // close-on-exec cannot invalidate memory.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    if ret == 0 {
+        return Ok(());
+    }
+    // Older kernels: walk /proc/self/fd.
+    let dir = std::fs::read_dir("/proc/self/fd")?;
+    let fds: Vec<RawFd> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd: &RawFd| *fd >= first as RawFd)
+        .collect();
+    for fd in fds {
+        // SAFETY: setting FD_CLOEXEC on a descriptor number is harmless even
+        // if it was the read_dir descriptor (already closed, then EBADF).
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// Close every descriptor from `first` up except those in `keep`.
+pub(crate) fn close_all_from_except(first: RawFd, keep: &[RawFd]) {
+    let mut start = first;
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&k| k >= first).collect();
+    keep.sort_unstable();
+    for k in keep {
+        if k > start {
+            // SAFETY: closing descriptors we own by number, in a helper
+            // process that holds no Rust object over them.
+            unsafe { libc::syscall(libc::SYS_close_range, start, k - 1, 0) };
+        }
+        start = k + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, start, u32::MAX, 0) };
+}
+
+/// Install a prepared classic-BPF seccomp program on the calling thread.
+/// `no_new_privs` must already be set.
+pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
+    let len = u16::try_from(program.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points to `len` valid instructions that outlive the
+    // call; the kernel copies the program.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Drop every capability: bounding set, ambient set, then the effective,
+/// permitted and inheritable sets.
+pub(crate) fn drop_all_capabilities() -> io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only.
+        let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if ret == -1 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINVAL) {
+                break; // past the last capability this kernel knows
+            }
+            return Err(err);
+        }
+    }
+    // SAFETY: prctl with integer arguments only.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    rustix::thread::set_capabilities(
+        None,
+        rustix::thread::CapabilitySets {
+            effective: rustix::thread::CapabilitySet::empty(),
+            permitted: rustix::thread::CapabilitySet::empty(),
+            inheritable: rustix::thread::CapabilitySet::empty(),
+        },
+    )?;
+    Ok(())
+}
+
+/// The signal mask manipulations the helpers need.
+pub(crate) fn block_signals(signals: &[libc::c_int]) -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t.
+    unsafe { libc::sigemptyset(&mut set) };
+    for &s in signals {
+        // SAFETY: `set` is valid; an invalid signal number only returns EINVAL.
+        unsafe { libc::sigaddset(&mut set, s) };
+    }
+    // SAFETY: both pointers are valid sigset_t values.
+    let ret = unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if ret == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+/// Unblock all signals and restore default dispositions (before exec).
+pub(crate) fn reset_signals() {
+    // SAFETY: sigset_t is plain data, initialised by sigemptyset.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; resetting dispositions to SIG_DFL is always
+    // allowed (SIGKILL/SIGSTOP just return EINVAL).
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        for sig in 1..32 {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
+/// A signalfd for the given set (which must be blocked).
+pub(crate) fn signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
+    // SAFETY: `set` is a valid sigset_t; -1 asks for a new descriptor.
+    let fd = unsafe { libc::signalfd(-1, set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+    if fd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Read one pending signal number from a signalfd, if any.
+pub(crate) fn read_signalfd(fd: RawFd) -> Option<i32> {
+    // SAFETY: signalfd_siginfo is plain data.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: reading at most `size` bytes into `info`.
+    let n = unsafe { libc::read(fd, &mut info as *mut _ as *mut libc::c_void, size) };
+    if n as usize == size {
+        Some(info.ssi_signo as i32)
+    } else {
+        None
+    }
+}
+
+/// `wait4` that retries on EINTR; returns the raw status and rusage.
+pub(crate) fn wait4(
+    pid: libc::pid_t,
+    flags: libc::c_int,
+) -> io::Result<(libc::pid_t, i32, libc::rusage)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data the kernel fills in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to local status and rusage.
+        let ret = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if ret == -1 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(err);
+        }
+        return Ok((ret, status, usage));
+    }
+}
+
+/// Bring the loopback interface up in the current network namespace.
+pub(crate) fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket() with constant arguments.
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is new and owned here.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the `ifreq` we own.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Terminate the calling process immediately, without running destructors
+/// or atexit handlers that belong to the parent's copy of the program.
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit is always safe to call.
+    unsafe { libc::_exit(code) }
+}
+
+/// Write all of `buf` to a raw descriptor, retrying on EINTR.
+pub(crate) fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: writing from a valid slice.
+        let n = unsafe { libc::write(fd, buf.as_ptr() as *const libc::c_void, buf.len()) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(err);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
