@@ -294,7 +294,7 @@ async fn run(
     let stop_rx = shutdown.clone();
     loop {
         tokio::select! {
-            _ = shutdown.wait_for(|v| *v) => break,
+            () = stopped(&mut shutdown) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
                     shared.stats.connections.fetch_add(1, Ordering::Relaxed);
@@ -303,7 +303,7 @@ async fn run(
                     tasks.spawn(async move {
                         tokio::select! {
                             () = handle_connection(shared, stream) => {}
-                            _ = stop.wait_for(|v| *v) => {}
+                            () = stopped(&mut stop) => {}
                         }
                     });
                 }
@@ -324,6 +324,12 @@ async fn run(
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     shared.stats.summary()
+}
+
+/// Completes once shutdown is signalled (or the sender is gone).
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, so callers stay `Send`.
+    let _ = rx.wait_for(|v| *v).await.is_ok();
 }
 
 /// One attempt. Writes exactly one event when dropped, whatever path ended
@@ -1432,4 +1438,42 @@ async fn socks5_handshake(
         return Err(("malformed: port 0".into(), Some(SOCKS_GENERAL_FAILURE)));
     }
     Ok((host, is_ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal for literal private and metadata addresses happens in
+    /// `resolve`, before any connection: exercised here without a network.
+    #[test]
+    fn literal_private_and_metadata_refused_before_connecting() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let egress = Egress::new(EgressConfig::default()).unwrap();
+        let shared = egress.shared;
+        rt.block_on(async {
+            for (ip, rule) in [
+                ("169.254.169.254", "metadata-address 169.254.169.254"),
+                ("fd00:ec2::254", "metadata-address fd00:ec2::254"),
+                ("100.100.100.200", "metadata-address 100.100.100.200"),
+                ("10.0.0.5", "private-address 10.0.0.5"),
+                ("192.168.1.1", "private-address 192.168.1.1"),
+                ("100.64.0.1", "private-address 100.64.0.1"),
+                ("fe80::1", "private-address fe80::1"),
+                ("::ffff:10.0.0.5", "private-address ::ffff:10.0.0.5"),
+                ("224.0.0.1", "private-address 224.0.0.1"),
+            ] {
+                let r = shared.resolve(ip, true, 80).await.err().unwrap();
+                assert_eq!(r.rule, rule);
+                assert_eq!(r.status, 403);
+                assert_eq!(r.socks_reply, SOCKS_NOT_ALLOWED);
+                assert!(r.message.contains("network.allow_private"), "{}", r.message);
+            }
+            // A public literal passes the check (nothing is connected here).
+            assert!(shared.resolve("93.184.216.34", true, 80).await.is_ok());
+        });
+    }
 }

@@ -1,0 +1,1043 @@
+//! The proxy driven by real clients against real servers on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use cordon_egress::{
+    sni, Approver, BoxFuture, Decision, EgressConfig, EgressEvent, InterceptedTunnel, Protocol,
+    RateLimit, TlsInterceptor, Unlisted,
+};
+
+fn base(http: &HttpServer) -> EgressConfig {
+    EgressConfig {
+        sandbox_id: "sb-test".into(),
+        allow: rules(&["allowed.test", "*.corp.test"]),
+        deny: rules(&["secret.corp.test"]),
+        resolve_overrides: overrides(&[
+            ("allowed.test:80", http.addr),
+            ("www.corp.test:80", http.addr),
+            ("secret.corp.test:80", http.addr),
+            ("evil.test:80", http.addr),
+        ]),
+        ..Default::default()
+    }
+}
+
+fn one<'a>(events: &'a [EgressEvent], host: &str) -> &'a EgressEvent {
+    let matching: Vec<_> = events.iter().filter(|e| e.host == host).collect();
+    assert_eq!(
+        matching.len(),
+        1,
+        "expected one event for {host}: {events:#?}"
+    );
+    matching[0]
+}
+
+#[test]
+fn curl_http_allowed_and_redacted() {
+    if !have("curl") {
+        return skip("curl_http_allowed_and_redacted", "curl is not installed");
+    }
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let (code, out, err) = curl(&[
+        "-x",
+        &p.url(),
+        "-H",
+        "Authorization: Bearer s3cr3t",
+        "-H",
+        "Cookie: sid=hunter2",
+        "http://allowed.test/hello?token=tok-123&x=1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "hello GET /hello?token=tok-123&x=1 body=");
+    let seen = http.seen();
+    assert_eq!(seen.len(), 1);
+    // Origin-form upstream, end-to-end headers kept, proxy headers dropped.
+    assert_eq!(seen[0].target, "/hello?token=tok-123&x=1");
+    assert_eq!(seen[0].header("authorization"), Some("Bearer s3cr3t"));
+    assert_eq!(seen[0].header("host"), Some("allowed.test"));
+    assert!(seen[0].header("proxy-connection").is_none());
+    let (ev, summary) = p.finish();
+    let e = one(&ev, "allowed.test");
+    assert_eq!(e.protocol, Protocol::Http);
+    assert_eq!(e.decision, Decision::Allow);
+    assert_eq!(e.rule, "allow:allowed.test");
+    assert_eq!(e.method, "GET");
+    assert_eq!(e.port, 80);
+    assert_eq!(e.sandbox_id, "sb-test");
+    assert_eq!(e.status, Some(200));
+    assert_eq!(e.path.as_deref(), Some("/hello?token=[REDACTED]&x=1"));
+    assert!(e.bytes_up > 50 && e.bytes_down > 40, "{e:?}");
+    assert_eq!(summary.events, 1);
+    assert_eq!(summary.allowed, 1);
+}
+
+#[test]
+fn keep_alive_reuses_both_connections() {
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for i in 0..3 {
+        write!(
+            s,
+            "GET http://allowed.test/n{i} HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+        )
+        .unwrap();
+        let (status, _, body) = read_response(&mut s);
+        assert_eq!(status, 200);
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            format!("hello GET /n{i} body=")
+        );
+    }
+    // A POST with a chunked body, a chunked response, and a HEAD.
+    s.write_all(b"POST http://allowed.test/up HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!(status, 200);
+    assert_eq!(String::from_utf8_lossy(&body), "hello POST /up body=abcde");
+    s.write_all(b"HEAD http://allowed.test/h HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let (status, head, body) = read_response_head_only(&mut s);
+    assert_eq!(status, 200, "{head}");
+    assert!(body.is_empty());
+    s.write_all(b"GET http://allowed.test/chunked HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut got = Vec::new();
+    while !got.ends_with(b"0\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).contains("hello\r\n6\r\n world"));
+    drop(s);
+    assert_eq!(
+        http.connections.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 6, "{ev:#?}");
+    assert!(ev.iter().all(|e| e.decision == Decision::Allow));
+}
+
+fn read_response_head_only(s: &mut TcpStream) -> (u16, String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).unwrap() == 0 {
+            break;
+        }
+        head.push(b[0]);
+    }
+    (
+        status_of(&head),
+        String::from_utf8_lossy(&head).into(),
+        Vec::new(),
+    )
+}
+
+#[test]
+fn curl_denied_unlisted_and_deny_beats_allow() {
+    if !have("curl") {
+        return skip(
+            "curl_denied_unlisted_and_deny_beats_allow",
+            "curl is not installed",
+        );
+    }
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let (code, out, _) = curl(&["-x", &p.url(), "-w", "\n%{http_code}", "http://evil.test/x"]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("\n403"), "{out}");
+    assert!(
+        out.contains("cordon: egress to evil.test:80 denied (not in the allowlist). To allow it: --allow-net evil.test or network.allow in the profile."),
+        "{out}"
+    );
+    let (_, out, _) = curl(&[
+        "-x",
+        &p.url(),
+        "-w",
+        "\n%{http_code}",
+        "http://secret.corp.test/",
+    ]);
+    assert!(out.ends_with("\n403"), "{out}");
+    assert!(out.contains("deny:secret.corp.test"), "{out}");
+    let (_, out, _) = curl(&["-x", &p.url(), "http://www.corp.test/ok"]);
+    assert_eq!(out, "hello GET /ok body=");
+    // CONNECT to an unlisted host: 403 before any tunnel.
+    let (code, _, err) = curl(&[
+        "-x",
+        &p.url(),
+        "-w",
+        "%{http_connect}",
+        "https://evil.test/",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("403"), "{err}");
+    assert!(
+        http.seen().iter().all(|s| s.target == "/ok"),
+        "denied requests reached the server"
+    );
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 4, "{ev:#?}");
+    let evil: Vec<_> = ev.iter().filter(|e| e.host == "evil.test").collect();
+    assert_eq!(evil.len(), 2);
+    assert!(evil
+        .iter()
+        .all(|e| e.rule == "unlisted" && e.decision == Decision::Deny));
+    assert!(evil
+        .iter()
+        .any(|e| e.protocol == Protocol::Connect && e.port == 443));
+    let s = one(&ev, "secret.corp.test");
+    assert_eq!(s.rule, "deny:secret.corp.test");
+    assert_eq!(s.status, Some(403));
+    assert_eq!(one(&ev, "www.corp.test").rule, "allow:*.corp.test");
+}
+
+#[test]
+fn curl_https_through_connect_and_sni() {
+    if !have("curl") {
+        return skip(
+            "curl_https_through_connect_and_sni",
+            "curl is not installed",
+        );
+    }
+    let Some(tls) = TlsServer::start("allowed.test") else {
+        return skip(
+            "curl_https_through_connect_and_sni",
+            "openssl is not installed",
+        );
+    };
+    let http = HttpServer::start();
+    let mut cfg = base(&http);
+    cfg.resolve_overrides.extend(overrides(&[
+        ("allowed.test:443", tls.addr),
+        ("www.corp.test:443", tls.addr),
+    ]));
+    let p = Proxy::start(cfg);
+    let (code, out, err) = curl(&["-k", "-x", &p.url(), "https://allowed.test/"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("s_server"), "{out}");
+    // SNI that differs from the CONNECT host: openssl s_client can say so.
+    let proxy = p.addr.to_string();
+    let run_s_client = |extra: &[&str]| {
+        let mut c = Command::new("openssl");
+        c.args([
+            "s_client",
+            "-proxy",
+            &proxy,
+            "-connect",
+            "www.corp.test:443",
+        ])
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        let out = c.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, text) = run_s_client(&["-servername", "evil.test"]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("access denied"), "{text}");
+    let (ok, text) = run_s_client(&["-noservername"]);
+    assert!(!ok, "{text}");
+    let (ok, text) = run_s_client(&["-servername", "www.corp.test"]);
+    assert!(ok, "{text}");
+    let (ev, _) = p.finish();
+    let a = one(&ev, "allowed.test");
+    assert_eq!(a.protocol, Protocol::Connect);
+    assert_eq!(a.decision, Decision::Allow);
+    assert!(a.bytes_up > 200 && a.bytes_down > 500, "{a:?}");
+    let corp: Vec<_> = ev.iter().filter(|e| e.host == "www.corp.test").collect();
+    assert_eq!(corp.len(), 3, "{corp:#?}");
+    assert!(corp
+        .iter()
+        .any(|e| e.rule == "sni-mismatch evil.test" && e.decision == Decision::Deny));
+    assert!(corp
+        .iter()
+        .any(|e| e.rule == "sni-missing" && e.decision == Decision::Deny));
+    assert!(corp.iter().any(|e| e.decision == Decision::Allow));
+}
+
+/// CONNECT, then a ClientHello, by hand; returns what the proxy sent back.
+fn connect_with_hello(proxy: std::net::SocketAddr, target: &str, hello: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").unwrap();
+    let (status, head, _) = read_response_head_only(&mut s);
+    assert_eq!(status, 200, "{head}");
+    s.write_all(hello).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn raw_sni_checks() {
+    let echo = echo_server();
+    let p = Proxy::start(EgressConfig {
+        allow: rules(&["tls.test"]),
+        resolve_overrides: overrides(&[("tls.test:443", echo)]),
+        ..Default::default()
+    });
+    // Matching SNI: the ClientHello is forwarded as is (the echo returns it).
+    let hello = sni::build_client_hello(Some("TLS.test"));
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT tls.test:443 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    s.write_all(&hello).unwrap(); // pipelined before the 200
+    let (status, _, _) = read_response_head_only(&mut s);
+    assert_eq!(status, 200);
+    let mut back = vec![0; hello.len()];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(back, hello);
+    drop(s);
+    // Mismatch, missing, not TLS: a TLS access_denied alert, then close.
+    let alert = [21u8, 3, 3, 0, 2, 2, 49];
+    assert_eq!(
+        connect_with_hello(
+            p.addr,
+            "tls.test:443",
+            &sni::build_client_hello(Some("other.test"))
+        ),
+        alert
+    );
+    assert_eq!(
+        connect_with_hello(p.addr, "tls.test:443", &sni::build_client_hello(None)),
+        alert
+    );
+    assert_eq!(
+        connect_with_hello(p.addr, "tls.test:443", b"GET / HTTP/1.1\r\n\r\n"),
+        alert
+    );
+    let (ev, _) = p.finish();
+    let rules: Vec<_> = ev.iter().map(|e| e.rule.as_str()).collect();
+    assert_eq!(ev.len(), 4, "{ev:#?}");
+    assert_eq!(rules[0..1], ["allow:tls.test"]);
+    assert!(rules.contains(&"sni-mismatch other.test"));
+    assert!(rules.contains(&"sni-missing"));
+    assert!(
+        rules.iter().any(|r| r.starts_with("malformed: not a TLS")),
+        "{rules:?}"
+    );
+}
+
+#[test]
+fn connect_plain_tcp_and_socks5() {
+    let echo = echo_server();
+    let http = HttpServer::start();
+    let mut cfg = base(&http);
+    cfg.allow.extend(rules(&["echo.test:7000", "127.0.0.1"]));
+    cfg.resolve_overrides
+        .extend(overrides(&[("echo.test:7000", echo)]));
+    let p = Proxy::start(cfg);
+    // CONNECT to a non-TLS port is spliced without an SNI check.
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT echo.test:7000 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let (status, _, _) = read_response_head_only(&mut s);
+    assert_eq!(status, 200);
+    let payload = vec![7u8; 300_000];
+    let mut r = s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = vec![0u8; 300_000];
+        r.read_exact(&mut got).unwrap();
+        got
+    });
+    s.write_all(&payload).unwrap();
+    assert_eq!(reader.join().unwrap(), payload);
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+
+    // SOCKS5, domain name.
+    let reply = socks5(p.addr, 1, &socks_domain("echo.test", 7000));
+    assert_eq!(reply.0[1], 0, "SOCKS5 CONNECT should succeed");
+    let mut s = reply.1;
+    s.write_all(b"ping").unwrap();
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"ping");
+    drop(s);
+    // Refusals carry the right reply codes.
+    assert_eq!(socks5(p.addr, 1, &socks_domain("evil.test", 80)).0[1], 2);
+    assert_eq!(socks5(p.addr, 2, &socks_domain("echo.test", 7000)).0[1], 7);
+    assert_eq!(socks5(p.addr, 3, &socks_domain("echo.test", 7000)).0[1], 7);
+    let mut v4 = vec![1, 127, 0, 0, 1];
+    v4.extend_from_slice(&http.addr.port().to_be_bytes());
+    assert_eq!(
+        socks5(p.addr, 1, &v4).0[1],
+        2,
+        "loopback literal must be refused"
+    );
+    // No acceptable auth method.
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 2]).unwrap();
+    let mut b = Vec::new();
+    let _ = s.read_to_end(&mut b);
+    assert_eq!(b, [5, 0xff]);
+
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 7, "{ev:#?}");
+    let c = &ev.iter().find(|e| e.protocol == Protocol::Connect).unwrap();
+    assert_eq!(
+        c.bytes_up as usize,
+        300_000 + "CONNECT echo.test:7000 HTTP/1.1\r\n\r\n".len()
+    );
+    assert!(c.bytes_down >= 300_000);
+    let socks: Vec<_> = ev
+        .iter()
+        .filter(|e| e.protocol == Protocol::Socks5)
+        .collect();
+    assert_eq!(socks.len(), 6);
+    assert!(socks.iter().any(|e| e.rule == "unsupported: SOCKS5 BIND"));
+    assert!(socks
+        .iter()
+        .any(|e| e.rule == "unsupported: SOCKS5 UDP ASSOCIATE"));
+    assert!(socks.iter().any(|e| e.rule == "private-address 127.0.0.1"));
+    assert!(socks
+        .iter()
+        .any(|e| e.rule == "unlisted" && e.host == "evil.test"));
+    assert!(socks
+        .iter()
+        .any(|e| e.rule.starts_with("unsupported: SOCKS5 authentication")));
+}
+
+fn socks_domain(host: &str, port: u16) -> Vec<u8> {
+    let mut v = vec![3, host.len() as u8];
+    v.extend_from_slice(host.as_bytes());
+    v.extend_from_slice(&port.to_be_bytes());
+    v
+}
+
+/// Greets, sends a request with `cmd` and the address part; returns the
+/// 10-byte reply and the stream.
+fn socks5(proxy: std::net::SocketAddr, cmd: u8, addr: &[u8]) -> (Vec<u8>, TcpStream) {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut g = [0u8; 2];
+    s.read_exact(&mut g).unwrap();
+    assert_eq!(g, [5, 0]);
+    let mut req = vec![5, cmd, 0];
+    req.extend_from_slice(addr);
+    s.write_all(&req).unwrap();
+    let mut reply = vec![0u8; 10];
+    s.read_exact(&mut reply).unwrap();
+    (reply, s)
+}
+
+#[test]
+fn curl_socks5h() {
+    if !have("curl") {
+        return skip("curl_socks5h", "curl is not installed");
+    }
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let (code, out, err) = curl(&[
+        "--proxy",
+        &format!("socks5h://{}", p.addr),
+        "http://allowed.test/via-socks",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "hello GET /via-socks body=");
+    let (code, _, err) = curl(&[
+        "--proxy",
+        &format!("socks5h://{}", p.addr),
+        "http://evil.test/",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.to_lowercase().contains("not allowed") || err.contains("97"),
+        "{err}"
+    );
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 2);
+    assert_eq!(one(&ev, "allowed.test").protocol, Protocol::Socks5);
+    assert_eq!(one(&ev, "evil.test").rule, "unlisted");
+}
+
+#[test]
+fn private_addresses_refused() {
+    if !have("curl") {
+        return skip("private_addresses_refused", "curl is not installed");
+    }
+    let http = HttpServer::start();
+    let port = http.addr.port();
+    let mut cfg = base(&http);
+    cfg.allow.extend(rules(&[
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+    ]));
+    let p = Proxy::start(cfg.clone());
+    for url in [
+        format!("http://localhost:{port}/"),
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://[::1]:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://0.0.0.0:{port}/"),
+    ] {
+        let (code, out, err) = curl(&["-x", &p.url(), "-w", "\n%{http_code}", &url]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.ends_with("\n403"), "{url}: {out}");
+        assert!(out.contains("network.allow_private = true"), "{out}");
+    }
+    // A CONNECT to a loopback literal on 443 is refused before the tunnel.
+    let resp = raw(p.addr, b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 403);
+    assert!(
+        http.seen().is_empty(),
+        "a refused request reached the server"
+    );
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 6);
+    let lh = one(&ev, "localhost");
+    assert!(lh.rule.starts_with("private-address "), "{lh:?}");
+    assert!(
+        lh.rule == "private-address 127.0.0.1" || lh.rule == "private-address ::1",
+        "{lh:?}"
+    );
+    assert!(ev
+        .iter()
+        .all(|e| e.decision == Decision::Deny && e.rule.starts_with("private-address ")));
+
+    // allow_private lets the same request through.
+    cfg.allow_private = true;
+    let p = Proxy::start(cfg);
+    let (code, out, _) = curl(&["-x", &p.url(), &format!("http://127.0.0.1:{port}/ok")]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "hello GET /ok body=");
+    p.finish();
+}
+
+#[test]
+fn https_only_and_methods() {
+    let http = HttpServer::start();
+    let echo = echo_server();
+    let mut cfg = base(&http);
+    cfg.allow.extend(rules(&["echo.test"]));
+    cfg.resolve_overrides
+        .extend(overrides(&[("echo.test:7000", echo)]));
+    cfg.https_only = true;
+    let p = Proxy::start(cfg.clone());
+    let resp = raw(p.addr, b"GET http://allowed.test/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 403);
+    assert!(String::from_utf8_lossy(&resp).contains("only use HTTPS"));
+    // Under https_only, every tunnel must start with a matching ClientHello.
+    let got = connect_with_hello(p.addr, "echo.test:7000", b"plain text\r\n");
+    assert_eq!(got, [21, 3, 3, 0, 2, 2, 49]);
+    let hello = sni::build_client_hello(Some("echo.test"));
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT echo.test:7000 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response_head_only(&mut s).0, 200);
+    s.write_all(&hello).unwrap();
+    let mut back = vec![0; hello.len()];
+    s.read_exact(&mut back).unwrap();
+    drop(s);
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 3);
+    assert_eq!(one(&ev, "allowed.test").rule, "https-only");
+
+    cfg.https_only = false;
+    cfg.methods = vec!["GET".into(), "head".into()];
+    let p = Proxy::start(cfg);
+    let resp = raw(
+        p.addr,
+        b"POST http://allowed.test/ HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
+    );
+    assert_eq!(status_of(&resp), 403);
+    let resp = raw(p.addr, b"HEAD http://allowed.test/ HTTP/1.0\r\n\r\n");
+    assert_eq!(status_of(&resp), 200);
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 2);
+    assert!(ev.iter().any(|e| e.rule == "method POST"));
+}
+
+#[test]
+fn rate_limits_and_byte_cap() {
+    let http = HttpServer::start();
+    let echo = echo_server();
+    let mut cfg = base(&http);
+    cfg.allow.extend(rules(&["echo.test"]));
+    cfg.resolve_overrides
+        .extend(overrides(&[("echo.test:7000", echo)]));
+    cfg.rate_limits = vec![
+        RateLimit {
+            host: "allowed.test".parse().unwrap(),
+            requests: Some(2),
+            bytes: None,
+            per: Duration::from_secs(3600),
+        },
+        RateLimit {
+            host: "echo.test".parse().unwrap(),
+            requests: None,
+            bytes: Some(100_000),
+            per: Duration::from_secs(3600),
+        },
+    ];
+    let p = Proxy::start(cfg.clone());
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..2 {
+        s.write_all(b"GET http://allowed.test/ HTTP/1.1\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut s).0, 200);
+    }
+    s.write_all(b"GET http://allowed.test/ HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let (status, head, body) = read_response(&mut s);
+    assert_eq!(status, 429, "{head}");
+    assert!(head.contains("Retry-After:"), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("rate limit for allowed.test"));
+    // Other hosts are not affected.
+    let resp = raw(
+        p.addr,
+        b"GET http://www.corp.test/ HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(&resp), 200);
+    // A byte rate limit cuts a tunnel.
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT echo.test:7000 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response_head_only(&mut s).0, 200);
+    let mut r = s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut total = 0;
+        let mut b = [0u8; 8192];
+        while let Ok(n) = r.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        total
+    });
+    for _ in 0..50 {
+        if s.write_all(&[1u8; 10_000]).is_err() {
+            break;
+        }
+    }
+    let got = reader.join().unwrap();
+    assert!(got < 100_000, "tunnel was not cut: {got}");
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 5, "{ev:#?}");
+    assert_eq!(
+        ev.iter().filter(|e| e.rule == "rate-limit").count(),
+        2,
+        "{ev:#?}"
+    );
+    let echo_ev = one(&ev, "echo.test");
+    assert_eq!(echo_ev.rule, "rate-limit");
+    assert!(echo_ev.bytes_up > 0);
+
+    // The total byte cap: a large download is cut, the next request refused.
+    cfg.rate_limits.clear();
+    cfg.max_bytes = Some(200_000);
+    let p = Proxy::start(cfg);
+    let resp = raw(
+        p.addr,
+        b"GET http://allowed.test/big?n=1000000 HTTP/1.1\r\n\r\n",
+    );
+    assert!(resp.len() < 300_000, "download was not cut: {}", resp.len());
+    let resp = raw(p.addr, b"GET http://allowed.test/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 429);
+    assert!(String::from_utf8_lossy(&resp).contains("byte cap"));
+    let (ev, summary) = p.finish();
+    assert_eq!(ev.len(), 2);
+    assert!(ev.iter().all(|e| e.rule == "byte-cap"), "{ev:#?}");
+    assert!(summary.bytes_down < 300_000);
+}
+
+#[test]
+fn malformed_requests_get_4xx_and_one_event_each() {
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let cases: &[(&[u8], u16)] = &[
+        (b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nHost: evil.test\r\n\r\n", 400),
+        (b"GET http://allowed.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n", 400),
+        (b"POST http://allowed.test/ HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        (b"POST http://allowed.test/ HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde", 400),
+        (b"POST http://allowed.test/ HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", 400),
+        (b"GET http://allowed.test/ HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n", 400),
+        (b"GET http://allowed.test/\x00 HTTP/1.1\r\n\r\n", 400),
+        (b"GET http://allowed.test/ HTTP/1.1\r\nX-A: a\x00b\r\n\r\n", 400),
+        (b"GET http://allowed.test/ HTTP/1.1\r\nX-A: a\rb\r\n\r\n", 400),
+        (b"GET /origin-form HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 400),
+        (b"\x16\x03\x01\x00\x05hello", 400),
+        (b"garbage garbage garbage\r\n\r\n", 400),
+        (b"CONNECT allowed.test HTTP/1.1\r\n\r\n", 400),
+        (b"GET http://allowed.test/ HTTP/1.1\r\nincomplete", 400),
+    ];
+    for (req, want) in cases {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(req).unwrap();
+        if req.ends_with(b"incomplete") {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        assert_eq!(
+            status_of(&out),
+            *want,
+            "{:?} -> {:?}",
+            String::from_utf8_lossy(req),
+            String::from_utf8_lossy(&out)
+        );
+        assert!(String::from_utf8_lossy(&out).contains("cordon: malformed request refused"));
+    }
+    // Oversized request line and head.
+    let long = format!(
+        "GET http://allowed.test/{} HTTP/1.1\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    assert_eq!(status_of(&raw(p.addr, long.as_bytes())), 414);
+    let mut big = b"GET http://allowed.test/ HTTP/1.1\r\n".to_vec();
+    for _ in 0..3000 {
+        big.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    }
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.write_all(&big);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert_eq!(status_of(&out), 431);
+    assert!(
+        http.seen().is_empty(),
+        "a malformed request reached the server"
+    );
+    let (ev, summary) = p.finish();
+    assert_eq!(ev.len(), cases.len() + 2, "{ev:#?}");
+    assert!(
+        ev.iter()
+            .all(|e| e.decision == Decision::Deny && e.rule.starts_with("malformed: ")),
+        "{ev:#?}"
+    );
+    assert_eq!(summary.denied as usize, cases.len() + 2);
+}
+
+#[test]
+fn python_urllib_and_requests() {
+    if !have("python3") {
+        return skip("python_urllib_and_requests", "python3 is not installed");
+    }
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let script = r#"
+import sys, urllib.request, urllib.error
+proxy = sys.argv[1]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))
+print(opener.open("http://allowed.test/urllib?key=s3cr3t", timeout=10).read().decode())
+try:
+    opener.open("http://evil.test/", timeout=10)
+    print("NOT DENIED")
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+try:
+    import requests
+except ImportError:
+    print("NO-REQUESTS")
+    sys.exit(0)
+s = requests.Session()
+s.trust_env = False
+r = s.get("http://allowed.test/requests", proxies={"http": proxy}, timeout=10)
+print(r.status_code, r.text)
+r = s.post("http://allowed.test/post", data=b"x" * 3000, proxies={"http": proxy}, timeout=10)
+print(r.status_code, len(r.text))
+r = s.get("http://secret.corp.test/", proxies={"http": proxy}, timeout=10)
+print(r.status_code, r.text.strip())
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(p.url())
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<_> = text.lines().collect();
+    assert_eq!(lines[0], "hello GET /urllib?key=s3cr3t body=");
+    assert!(
+        lines[1].starts_with("403 cordon: egress to evil.test:80 denied"),
+        "{text}"
+    );
+    if lines.get(2) == Some(&"NO-REQUESTS") {
+        skip(
+            "python_urllib_and_requests (requests part)",
+            "python3 module requests is not installed",
+        );
+        p.finish();
+        return;
+    }
+    assert_eq!(lines[2], "200 hello GET /requests body=");
+    assert!(lines[3].starts_with("200 "), "{text}");
+    assert!(
+        lines[4].starts_with(
+            "403 cordon: egress to secret.corp.test:80 denied by the rule deny:secret.corp.test"
+        ),
+        "{text}"
+    );
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 5, "{ev:#?}");
+    assert!(ev
+        .iter()
+        .any(|e| e.path.as_deref() == Some("/urllib?key=[REDACTED]")));
+}
+
+#[test]
+fn curl_expect_continue_and_large_upload() {
+    if !have("curl") {
+        return skip(
+            "curl_expect_continue_and_large_upload",
+            "curl is not installed",
+        );
+    }
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let dir = TempDir::new("upload");
+    let file = dir.0.join("body");
+    std::fs::write(&file, vec![b'u'; 2_000_000]).unwrap();
+    let start = Instant::now();
+    let (code, out, err) = curl(&[
+        "-x",
+        &p.url(),
+        "-H",
+        "Expect: 100-continue",
+        "--data-binary",
+        &format!("@{}", file.display()),
+        "http://allowed.test/upload",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("hello POST /upload body=uuu"));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "Expect: 100-continue stalled"
+    );
+    assert_eq!(http.seen()[0].body.len(), 2_000_000);
+    assert!(http.seen()[0].header("expect").is_none());
+    let (code, out, _) = curl(&[
+        "-x",
+        &p.url(),
+        "http://allowed.test/big?n=3000000",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{size_download}",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "3000000");
+    let (code, out, _) = curl(&["-x", &p.url(), "http://allowed.test/close"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "until close");
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 3);
+    assert!(ev[0].bytes_up > 2_000_000);
+}
+
+struct Approve(&'static str);
+
+impl Approver for Approve {
+    fn decide<'a>(&'a self, sandbox: &'a str, host: &'a str, _port: u16) -> BoxFuture<'a, bool> {
+        let ok = host == self.0 && sandbox == "sb-test";
+        Box::pin(async move { ok })
+    }
+}
+
+#[test]
+fn ask_hook() {
+    let http = HttpServer::start();
+    let mut cfg = base(&http);
+    cfg.on_unlisted = Unlisted::Ask;
+    cfg.resolve_overrides
+        .extend(overrides(&[("ask.test:80", http.addr)]));
+    // The default approver refuses with the how-to-allow message.
+    let p = Proxy::start(cfg.clone());
+    let resp = raw(p.addr, b"GET http://ask.test/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 403);
+    assert!(String::from_utf8_lossy(&resp).contains("--allow-net ask.test"));
+    p.finish();
+    let p = Proxy::start_with(cfg, |e| e.with_approver(Arc::new(Approve("ask.test"))));
+    let resp = raw(
+        p.addr,
+        b"GET http://ask.test/ HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(&resp), 200);
+    let resp = raw(p.addr, b"GET http://evil.test/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 403);
+    let (ev, _) = p.finish();
+    assert_eq!(one(&ev, "ask.test").rule, "ask:approved");
+    assert_eq!(one(&ev, "evil.test").rule, "unlisted");
+}
+
+struct Intercept;
+
+impl TlsInterceptor for Intercept {
+    fn intercepts(&self, host: &str, _port: u16) -> bool {
+        host == "bound.test"
+    }
+    fn intercept(&self, mut t: InterceptedTunnel) -> BoxFuture<'static, std::io::Result<()>> {
+        Box::pin(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut first = [0u8; 5];
+            t.client.read_exact(&mut first).await?;
+            let msg = format!("intercepted {} {:?}", t.host, first);
+            t.client.write_all(msg.as_bytes()).await?;
+            t.client.shutdown().await
+        })
+    }
+}
+
+#[test]
+fn tls_interceptor_hook() {
+    let echo = echo_server();
+    let p = Proxy::start_with(
+        EgressConfig {
+            allow: rules(&["bound.test", "plain.test"]),
+            resolve_overrides: overrides(&[("bound.test:443", echo), ("plain.test:443", echo)]),
+            ..Default::default()
+        },
+        |e| e.with_tls_interceptor(Arc::new(Intercept)),
+    );
+    let got = connect_with_hello(
+        p.addr,
+        "bound.test:443",
+        &sni::build_client_hello(Some("bound.test")),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "intercepted bound.test [22, 3, 1, 0, 73]"
+    );
+    // Other hosts stay opaque tunnels (the echo returns the ClientHello).
+    let hello = sni::build_client_hello(Some("plain.test"));
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT plain.test:443 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response_head_only(&mut s).0, 200);
+    s.write_all(&hello).unwrap();
+    let mut back = vec![0; hello.len()];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(back, hello);
+    drop(s);
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 2);
+    assert!(one(&ev, "bound.test").bytes_down > 20);
+}
+
+#[test]
+fn shutdown_closes_live_tunnels_and_reports_them() {
+    let echo = echo_server();
+    let p = Proxy::start(EgressConfig {
+        allow: rules(&["echo.test"]),
+        resolve_overrides: overrides(&[("echo.test:7000", echo)]),
+        ..Default::default()
+    });
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT echo.test:7000 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response_head_only(&mut s).0, 200);
+    s.write_all(b"hi").unwrap();
+    let mut b = [0u8; 2];
+    s.read_exact(&mut b).unwrap();
+    // An idle keep-alive client too.
+    let idle = TcpStream::connect(p.addr).unwrap();
+    let start = Instant::now();
+    let (ev, summary) = p.finish();
+    assert!(start.elapsed() < Duration::from_secs(3));
+    let mut rest = Vec::new();
+    assert_eq!(s.read_to_end(&mut rest).unwrap_or(0), 0);
+    drop(idle);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].bytes_up, 2 + 35);
+    assert_eq!(summary.connections, 2);
+}
+
+#[test]
+fn serve_on_callers_runtime() {
+    let http = HttpServer::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ev2 = events.clone();
+    let summary = rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(cordon_egress::serve(
+            base(&http),
+            l,
+            Arc::new(move |e: EgressEvent| ev2.lock().unwrap().push(e)),
+            async {
+                let _ = rx.await;
+            },
+        ));
+        let resp = tokio::task::spawn_blocking(move || {
+            raw(
+                addr,
+                b"GET http://allowed.test/rt HTTP/1.1\r\nConnection: close\r\n\r\n",
+            )
+        })
+        .await
+        .unwrap();
+        assert_eq!(status_of(&resp), 200);
+        let _ = tx.send(());
+        server.await.unwrap().unwrap()
+    });
+    assert_eq!(summary.events, 1);
+    assert_eq!(events.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn config_errors_are_clear() {
+    let e = cordon_egress::HostRule::parse("*").unwrap_err().to_string();
+    assert!(e.contains("bare '*'"), "{e}");
+    let e = cordon_egress::HostRule::parse("*.com")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("top-level domain"), "{e}");
+    let cfg = EgressConfig {
+        rate_limits: vec![RateLimit {
+            host: "a.test".parse().unwrap(),
+            requests: None,
+            bytes: None,
+            per: Duration::from_secs(1),
+        }],
+        ..Default::default()
+    };
+    let e = cordon_egress::Egress::new(cfg).unwrap_err().to_string();
+    assert!(e.contains("a.test"), "{e}");
+}
