@@ -1,0 +1,218 @@
+//! The `cordon run` contract: exit statuses, the report, environment,
+//! paths, errors. Every test drives the real binary.
+
+mod common;
+use common::*;
+
+fn ready() -> bool {
+    skip_unless(
+        userns_available(),
+        "user namespaces are unavailable on this host",
+    )
+}
+
+#[test]
+fn default_run_prints_and_reports() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let o = w.py(&[], "print(1+1)");
+    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
+    assert_eq!(o.stdout, "2\n");
+    let r = &o.report;
+    assert_eq!(r["reason"], "exited");
+    assert_eq!(r["exit_code"], 0);
+    assert!(r["wall_time"].as_f64().unwrap_or(-1.0) > 0.0);
+    assert!(r["peak_memory"].as_u64().unwrap_or(0) > 0);
+    assert_eq!(r["stdout"]["kept"], 2);
+    assert_eq!(r["enforcement"]["isolation"], "namespaces");
+    assert!(r["enforcement"]["landlock_abi"].as_u64().unwrap_or(0) >= 1);
+    for key in [
+        "memory",
+        "pids",
+        "output",
+        "open_files",
+        "file_size",
+        "wall_seconds",
+        "cpu_seconds",
+    ] {
+        assert!(
+            !r["limits"][key].is_null(),
+            "limit {key} missing from report: {}",
+            r["limits"]
+        );
+    }
+    let layers: Vec<&str> = r["enforcement"]["layers"]
+        .as_array()
+        .expect("layers")
+        .iter()
+        .filter(|l| l["enforced"] == true)
+        .filter_map(|l| l["layer"].as_str())
+        .collect();
+    for l in [
+        "user_namespace",
+        "mount_namespace",
+        "pid_namespace",
+        "network_namespace",
+        "seccomp",
+        "landlock",
+        "capabilities",
+        "rlimits",
+        "deadline",
+    ] {
+        assert!(layers.contains(&l), "layer {l} not enforced: {layers:?}");
+    }
+}
+
+#[test]
+fn exit_status_is_the_workloads_own() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    assert_eq!(w.sh(&[], "exit 7").code, 7);
+    let o = w.sh(&[], "kill -TERM $$");
+    assert_eq!(o.code, 128 + 15);
+    assert_eq!(o.reason(), "signal");
+    assert_eq!(o.report["status"]["signal"], 15);
+}
+
+#[test]
+fn deadline_kills_with_124() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let start = std::time::Instant::now();
+    let o = w.run(&["--timeout", "500ms"], &["sleep", "30"]);
+    assert_eq!(o.code, 124);
+    assert_eq!(o.reason(), "timeout");
+    assert!(start.elapsed().as_secs() < 10);
+    assert!(o.stderr.contains("deadline"), "{}", o.stderr);
+}
+
+#[test]
+fn missing_and_unexecutable_commands() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let o = w.run(&[], &["no-such-command-anywhere"]);
+    assert_eq!(o.code, 127);
+    assert_eq!(o.reason(), "exec_failed");
+    assert!(o.stderr.contains("not found"), "{}", o.stderr);
+    w.write("not-exec.sh", "echo hi\n");
+    let o = w.run(&[], &["./not-exec.sh"]);
+    assert_eq!(o.code, 126, "{}", o.stderr);
+}
+
+#[test]
+fn setup_errors_exit_125_and_say_what_to_fix() {
+    let w = Workdir::new();
+    let o = w.run(&["--rw", "/definitely/not/here"], &["true"]);
+    assert_eq!(o.code, 125);
+    assert!(
+        o.stderr.contains("/definitely/not/here") && o.stderr.contains("create it"),
+        "{}",
+        o.stderr
+    );
+    w.write("bad.toml", "[limits]\nmemory = \"12XB\"\n");
+    let o = w.run(&["--profile", "bad.toml"], &["true"]);
+    assert_eq!(o.code, 125);
+    assert!(
+        o.stderr.contains("bad.toml:2"),
+        "error must name file:line: {}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("limits.memory"), "{}", o.stderr);
+}
+
+#[test]
+fn environment_is_built_from_an_allowlist() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let o = w.run_with(
+        &["--env", "CORDON_PASSED", "--setenv", "FOO=bar"],
+        &["/usr/bin/env"],
+        |c| {
+            c.env("CORDON_HOST_SECRET", "s3cr3t-value")
+                .env("CORDON_PASSED", "yes");
+        },
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        !o.stdout.contains("s3cr3t-value"),
+        "host env leaked: {}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("CORDON_PASSED=yes"));
+    assert!(o.stdout.contains("FOO=bar"));
+    assert!(o.stdout.contains("HOME=/tmp"));
+}
+
+#[test]
+fn cwd_is_readable_at_its_own_path_and_rw_writes_reach_the_host() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    w.write("input.txt", "data\n");
+    std::fs::create_dir(w.path().join("out")).expect("mkdir");
+    let cwd = std::fs::canonicalize(w.path()).expect("canonical");
+    let o = w.sh(
+        &["--rw", "out"],
+        "pwd; cat input.txt; echo result > out/r.txt; echo nope > x.txt; echo $?",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[0], cwd.to_str().expect("utf8"));
+    assert_eq!(lines[1], "data");
+    assert_eq!(lines[2], "2", "writing into the read-only cwd must fail");
+    assert_eq!(
+        std::fs::read_to_string(w.path().join("out/r.txt")).expect("written"),
+        "result\n"
+    );
+    assert!(!w.path().join("x.txt").exists());
+}
+
+#[test]
+fn output_is_capped_per_stream_and_counted() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let o = w.py(
+        &["--output", "1000"],
+        "import sys\nsys.stdout.write('x'*5000)\nsys.stderr.write('e'*10)",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stdout.len(), 1000);
+    assert_eq!(o.report["stdout"]["kept"], 1000);
+    assert_eq!(o.report["stdout"]["dropped"], 4000);
+    assert_eq!(o.report["stderr"]["kept"], 10);
+    assert_eq!(o.report["breaches"]["output_truncated"], true);
+}
+
+#[test]
+fn doctor_reports_json() {
+    let out = std::process::Command::new(cordon_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    for key in [
+        "user_namespaces",
+        "seccomp",
+        "landlock",
+        "cgroup",
+        "isolation_level",
+        "limits",
+        "landlock_abi",
+        "cgroup_version",
+    ] {
+        assert!(!v[key].is_null(), "doctor --json lacks {key}");
+    }
+}
