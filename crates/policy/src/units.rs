@@ -116,7 +116,7 @@ pub fn parse_size(text: &str) -> Result<ByteSize, ValueError> {
         )
     };
     if let Some((int, frac)) = num.split_once('.') {
-        if frac.contains('.') || (int.is_empty() && frac.is_empty()) {
+        if frac.contains('.') || frac.is_empty() {
             return Err(bad());
         }
         let int_v: u64 = if int.is_empty() {
@@ -227,7 +227,7 @@ impl JsonSchema for ByteSize {
         json_schema!({
             "description": "A size: a number with an optional unit. K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000; no unit means bytes. Examples: \"512MiB\", \"2GiB\", \"64k\", \"1.5G\".",
             "anyOf": [
-                { "type": "string", "pattern": "^\\s*[0-9][0-9_]*(\\.[0-9]+)?\\s*([bB]|[kKmMgGtT]([iI][bB]?|[bB])?)?\\s*$" },
+                { "type": "string", "pattern": "^\\s*([0-9][0-9_]*(\\.[0-9]+)?|\\.[0-9]+)\\s*([bB]|[kKmMgGtT]([iI][bB]?|[bB])?)?\\s*$" },
                 { "type": "integer", "minimum": 0 }
             ]
         })
@@ -477,7 +477,7 @@ mod tests {
             "'512XB' is not a size; write a number with a unit such as 512MiB or 2GiB"
         );
         for bad in [
-            "", "MiB", "1..5G", "1.5", "-1G", "12 34", "1e9", "0x10", "G5", "5GiBs",
+            "", "MiB", "1..5G", "1.G", ".", "1.5", "-1G", "12 34", "1e9", "0x10", "G5", "5GiBs",
         ] {
             assert!(parse_size(bad).is_err(), "{bad:?} should be refused");
         }
