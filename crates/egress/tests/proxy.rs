@@ -972,6 +972,14 @@ fn shutdown_closes_live_tunnels_and_reports_them() {
     s.read_exact(&mut b).unwrap();
     // An idle keep-alive client too.
     let idle = TcpStream::connect(p.addr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.summary().connections < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the idle connection was not accepted"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let start = Instant::now();
     let (ev, summary) = p.finish();
     assert!(start.elapsed() < Duration::from_secs(3));

@@ -334,6 +334,10 @@ impl Proxy {
         }
     }
 
+    pub fn summary(&self) -> EgressSummary {
+        self.handle.as_ref().unwrap().summary()
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
