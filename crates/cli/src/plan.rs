@@ -30,14 +30,27 @@ fn set_env(env: &mut Vec<(String, String)>, key: &str, value: String) {
 pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Result<Spec> {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
     let mut binds = Vec::new();
+    let lexical_cwd = cordon_policy::normalize(cwd);
     for rule in profile.mounts(cwd, &home) {
+        let flag = if rule.writable { "--rw" } else { "--ro" };
         let canonical = std::fs::canonicalize(&rule.path).with_context(|| {
             format!(
-                "{}: cannot use this path ({}); create it first or remove it from the profile/flags",
-                rule.path.display(),
-                if rule.writable { "--rw" } else { "--ro" }
+                "{}: cannot use this path ({flag}); create it first or remove it from the profile/flags",
+                rule.path.display()
             )
         })?;
+        // A declared path that goes through a symlink is refused: a link
+        // planted by an earlier sandbox in a writable directory must not
+        // turn a later `--ro dir/data` into a view of /etc or ~/.ssh.
+        // (The working directory itself is resolved silently.)
+        if canonical != rule.path && rule.path != lexical_cwd {
+            bail!(
+                "{}: this path goes through a symlink (it resolves to {}); cordon binds only real locations, so name {} with {flag} if that is what the command needs",
+                rule.path.display(),
+                canonical.display(),
+                canonical.display()
+            );
+        }
         binds.push(Bind {
             path: canonical,
             writable: rule.writable,

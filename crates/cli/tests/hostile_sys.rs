@@ -1,0 +1,323 @@
+//! Hostile suite, system calls: each payload is a C program that calls the
+//! dangerous interface directly (no libc wrapper can paper over it) and
+//! prints the errno it got. The filter must answer EPERM (clone3: ENOSYS),
+//! never crash the caller, and nothing may change on the host.
+
+mod common;
+use common::*;
+
+fn ready() -> bool {
+    skip_unless(
+        userns_available(),
+        "user namespaces are unavailable on this host",
+    )
+}
+
+const PROBE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <linux/sched.h>
+
+static void report(const char *name, long ret) {
+    printf("%s ret=%ld errno=%d\n", name, ret, ret == -1 ? errno : 0);
+}
+
+int main(int argc, char **argv) {
+    const char *what = argc > 1 ? argv[1] : "";
+    char buf[64] = {0};
+    if (!strcmp(what, "mount")) {
+        report("mount", mount("tmpfs", "/tmp", "tmpfs", 0, NULL));
+        report("remount", mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND, NULL));
+        report("umount", umount2("/proc", MNT_DETACH));
+        report("pivot_root", syscall(SYS_pivot_root, "/tmp", "/tmp"));
+        report("chroot", chroot("/tmp"));
+    } else if (!strcmp(what, "newmount")) {
+        report("fsopen", syscall(430 /* fsopen */, "tmpfs", 0));
+        report("open_tree", syscall(428 /* open_tree */, AT_FDCWD, "/tmp", 1 /* OPEN_TREE_CLONE */));
+        report("move_mount", syscall(429, -1, "", AT_FDCWD, "/tmp", 4));
+        report("fspick", syscall(433, AT_FDCWD, "/", 0));
+        report("mount_setattr", syscall(442, AT_FDCWD, "/", 0, NULL, 0));
+    } else if (!strcmp(what, "userns")) {
+        report("unshare_user", unshare(CLONE_NEWUSER));
+        report("unshare_net", unshare(CLONE_NEWNET));
+        report("unshare_mnt", unshare(CLONE_NEWNS));
+        report("clone_newuser", syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+        report("clone_newpid", syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0));
+        report("setns", setns(0, 0));
+    } else if (!strcmp(what, "clone3")) {
+        struct clone_args args; memset(&args, 0, sizeof args);
+        args.flags = CLONE_NEWUSER; args.exit_signal = SIGCHLD;
+        report("clone3", syscall(435, &args, sizeof args));
+    } else if (!strcmp(what, "kernel")) {
+        report("io_uring_setup", syscall(425, 8, buf));
+        report("bpf", syscall(SYS_bpf, 0, buf, 48));
+        report("perf_event_open", syscall(SYS_perf_event_open, buf, 0, -1, -1, 0));
+        report("userfaultfd", syscall(SYS_userfaultfd, 0));
+    } else if (!strcmp(what, "ptrace")) {
+        pid_t child = fork();
+        if (child == 0) { pause(); _exit(0); }
+        report("ptrace_attach", syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, child, 0, 0));
+        report("ptrace_traceme", syscall(SYS_ptrace, 0, 0, 0, 0));
+        struct iovec local = { buf, 8 }, remote = { buf, 8 };
+        report("process_vm_readv", syscall(SYS_process_vm_readv, child, &local, 1, &remote, 1, 0));
+        report("process_vm_writev", syscall(SYS_process_vm_writev, child, &local, 1, &remote, 1, 0));
+        report("pidfd_getfd", syscall(438, 0, 0, 0));
+        kill(child, SIGKILL);
+    } else if (!strcmp(what, "keys")) {
+        report("add_key", syscall(SYS_add_key, "user", "cordon", "x", 1, -2 /* session */));
+        report("keyctl", syscall(SYS_keyctl, 0 /* GET_KEYRING_ID */, -3, 1));
+        report("request_key", syscall(SYS_request_key, "user", "cordon", NULL, 0));
+    } else if (!strcmp(what, "machine")) {
+        report("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0));
+        report("init_module", syscall(SYS_init_module, buf, 1, ""));
+        report("finit_module", syscall(SYS_finit_module, 0, "", 0));
+        report("delete_module", syscall(SYS_delete_module, "ext4", 0));
+        report("reboot", syscall(SYS_reboot, 0xfee1dead, 672274793, 0x4321fedc, NULL));
+        report("swapon", syscall(SYS_swapon, "/tmp/x", 0));
+        report("acct", syscall(SYS_acct, "/tmp/x"));
+        report("settimeofday", syscall(SYS_settimeofday, NULL, NULL));
+        report("syslog", syscall(SYS_syslog, 3, buf, sizeof buf));
+    } else if (!strcmp(what, "handles")) {
+        report("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, buf, 0));
+        report("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD, "/", buf, buf, 0));
+    } else if (!strcmp(what, "tty")) {
+        char c = 'x';
+        report("tiocsti", ioctl(0, TIOCSTI, &c));
+        report("tiocsti_highbits", syscall(SYS_ioctl, 0, 0x100000000UL | TIOCSTI, &c));
+        report("tioclinux", ioctl(0, TIOCLINUX, &c));
+    } else if (!strcmp(what, "x32")) {
+        fflush(stdout);
+        long r = syscall(0x40000000 | SYS_getpid);
+        report("x32_getpid", r);
+    } else if (!strcmp(what, "hostname")) {
+        report("sethostname", sethostname("pwned", 5));
+        gethostname(buf, sizeof buf);
+        printf("hostname=%s\n", buf);
+    }
+    return 0;
+}
+"#;
+
+/// Compile the probe and run one of its sections in the sandbox.
+fn probe(section: &str) -> Outcome {
+    let w = Workdir::new();
+    let bin = w.compile_c("probe", PROBE);
+    w.run(
+        &["--stdin", "inherit"],
+        &[bin.to_str().expect("utf8"), section],
+    )
+}
+
+fn assert_errno(out: &Outcome, names: &[&str], errno: i32) {
+    for name in names {
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not reported: {}{}", out.stdout, out.stderr));
+        assert_eq!(
+            line,
+            format!("{name} ret=-1 errno={errno}"),
+            "{name}: {}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn mount_remount_unmount_pivot_and_chroot_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("mount");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_errno(
+        &o,
+        &["mount", "remount", "umount", "pivot_root", "chroot"],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn the_new_mount_api_is_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("newmount");
+    assert_errno(
+        &o,
+        &[
+            "fsopen",
+            "open_tree",
+            "move_mount",
+            "fspick",
+            "mount_setattr",
+        ],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn nested_namespaces_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("userns");
+    assert_errno(
+        &o,
+        &[
+            "unshare_user",
+            "unshare_net",
+            "unshare_mnt",
+            "clone_newuser",
+            "clone_newpid",
+            "setns",
+        ],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn clone3_answers_enosys_so_libc_falls_back_and_threads_still_work() {
+    if ready() {
+        return;
+    }
+    let o = probe("clone3");
+    assert_errno(&o, &["clone3"], libc::ENOSYS);
+    let w = Workdir::new();
+    let o = w.py(&[], "import threading\nr=[]\nts=[threading.Thread(target=r.append,args=(i,)) for i in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(sorted(r))");
+    assert_eq!(o.stdout.trim(), "[0, 1, 2, 3, 4, 5, 6, 7]", "{}", o.stderr);
+}
+
+#[test]
+fn io_uring_bpf_perf_and_userfaultfd_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("kernel");
+    assert_errno(
+        &o,
+        &["io_uring_setup", "bpf", "perf_event_open", "userfaultfd"],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn ptrace_and_cross_process_memory_access_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("ptrace");
+    assert_errno(
+        &o,
+        &[
+            "ptrace_attach",
+            "ptrace_traceme",
+            "process_vm_readv",
+            "process_vm_writev",
+            "pidfd_getfd",
+        ],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn kernel_keyrings_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("keys");
+    assert_errno(&o, &["add_key", "keyctl", "request_key"], libc::EPERM);
+}
+
+#[test]
+fn kexec_modules_reboot_swap_acct_clock_and_syslog_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("machine");
+    assert_errno(
+        &o,
+        &[
+            "kexec_load",
+            "init_module",
+            "finit_module",
+            "delete_module",
+            "reboot",
+            "swapon",
+            "acct",
+            "settimeofday",
+            "syslog",
+        ],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn file_handles_that_bypass_the_mount_tree_are_refused() {
+    if ready() {
+        return;
+    }
+    let o = probe("handles");
+    assert_errno(&o, &["open_by_handle_at", "name_to_handle_at"], libc::EPERM);
+}
+
+#[test]
+fn terminal_injection_ioctls_are_refused_even_with_high_bits_set() {
+    if ready() {
+        return;
+    }
+    let o = probe("tty");
+    assert_errno(
+        &o,
+        &["tiocsti", "tiocsti_highbits", "tioclinux"],
+        libc::EPERM,
+    );
+}
+
+#[test]
+fn x32_system_calls_kill_the_process() {
+    if ready() {
+        return;
+    }
+    let o = probe("x32");
+    assert_eq!(
+        o.code,
+        128 + libc::SIGSYS,
+        "x32 call must be killed: {}{}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(
+        !o.stdout.contains("x32_getpid ret="),
+        "x32 call returned: {}",
+        o.stdout
+    );
+    assert_eq!(o.report["status"]["signal"], libc::SIGSYS);
+}
+
+#[test]
+fn hostname_changes_stay_inside_and_are_refused() {
+    if ready() {
+        return;
+    }
+    let before = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let o = probe("hostname");
+    assert_errno(&o, &["sethostname"], libc::EPERM);
+    assert!(o.stdout.contains("hostname=cordon"), "{}", o.stdout);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default(),
+        before
+    );
+}
