@@ -252,7 +252,7 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, RequestErro
     if !connection_tokens.is_empty() {
         headers.retain(|(n, _)| {
             let l = n.to_ascii_lowercase();
-            !connection_tokens.iter().any(|t| *t == l)
+            !connection_tokens.contains(&l)
                 || l == "host"
                 || l == "content-length"
                 || l == "transfer-encoding"

@@ -825,7 +825,7 @@ async fn plain_request(
         refuse_http(&mut client.s, &mut att, r).await;
         return false;
     }
-    if !cfg.methods.is_empty() && !cfg.methods.iter().any(|m| *m == req.method) {
+    if !cfg.methods.is_empty() && !cfg.methods.contains(&req.method) {
         let r = Refusal {
             rule: format!("method {}", req.method),
             status: 403,
