@@ -24,6 +24,8 @@ pub(crate) struct ChildFds {
     pub status: RawFd,
     pub stdout: RawFd,
     pub stderr: RawFd,
+    /// Unix socket to hand the proxy listener to the supervisor.
+    pub control: Option<RawFd>,
 }
 
 pub(crate) struct ChildContext<'a> {
@@ -83,7 +85,9 @@ pub(crate) fn enter(ctx: ChildContext<'_>) -> ! {
         libc::dup2(fds.stdout, 1);
         libc::dup2(fds.stderr, 2);
     }
-    sys::close_all_from_except(3, &[fds.sync, fds.report, fds.status]);
+    let mut keep = vec![fds.sync, fds.report, fds.status];
+    keep.extend(fds.control);
+    sys::close_all_from_except(3, &keep);
 
     let mut go = [0u8; 1];
     // SAFETY: reading one byte into a local buffer.
@@ -129,6 +133,34 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             format!("cannot bring up loopback: {e}"),
             None,
         );
+    }
+    if let (NetworkMode::Proxy, Some(control)) = (ctx.spec.network, ctx.fds.control) {
+        // The proxy's listener lives in this network namespace; the
+        // supervisor serves it from outside.
+        let listener = match std::net::TcpListener::bind(("127.0.0.1", ctx.spec.proxy_port)) {
+            Ok(l) => l,
+            Err(e) => fail(
+                rfd,
+                Layer::NetworkNamespace,
+                format!("cannot listen on 127.0.0.1:{}: {e}", ctx.spec.proxy_port),
+                None,
+            ),
+        };
+        use std::os::fd::{AsFd, BorrowedFd};
+        // SAFETY: `control` is the socket the supervisor gave us; it stays
+        // open for the duration of this call.
+        let control_fd = unsafe { BorrowedFd::borrow_raw(control) };
+        if let Err(e) = crate::fdpass::send_fd(control_fd, listener.as_fd()) {
+            fail(
+                rfd,
+                Layer::NetworkNamespace,
+                format!("cannot hand the proxy listener over: {e}"),
+                None,
+            );
+        }
+        drop(listener);
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(control) };
     }
     if let Some(plan) = ctx.plan {
         if let Err(e) = plan.build() {
@@ -269,8 +301,12 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
 
     // Landlock (it also sets no_new_privs).
     let rules = landlock_rules_for(ctx);
-    let restrict_tcp = spec.network == NetworkMode::None;
-    match landlock_rules::apply(&rules, restrict_tcp) {
+    let (restrict_tcp, connect_port) = match spec.network {
+        NetworkMode::None => (true, None),
+        NetworkMode::Loopback => (false, None),
+        NetworkMode::Proxy => (true, Some(spec.proxy_port)),
+    };
+    match landlock_rules::apply(&rules, restrict_tcp, connect_port) {
         Ok(applied) => {
             if applied.abi == 0 && !ctx.landlock_optional {
                 fail(

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath,
-    PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 /// The Landlock ABI version of the running kernel (0 when unavailable).
@@ -55,7 +55,13 @@ pub(crate) struct Applied {
     pub fully: bool,
 }
 
-pub(crate) fn apply(rules: &[PathRule], restrict_tcp: bool) -> Result<Applied, String> {
+/// `restrict_tcp` handles TCP bind and connect; `connect_port` is then the
+/// only port TCP may connect to (the proxy's).
+pub(crate) fn apply(
+    rules: &[PathRule],
+    restrict_tcp: bool,
+    connect_port: Option<u16>,
+) -> Result<Applied, String> {
     let kabi = kernel_abi();
     if kabi == 0 {
         return Ok(Applied {
@@ -104,6 +110,11 @@ pub(crate) fn apply(rules: &[PathRule], restrict_tcp: bool) -> Result<Applied, S
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| format!("{}: {e}", rule.path.display()))?;
+    }
+    if let (true, true, Some(port)) = (restrict_tcp, kabi >= 4, connect_port) {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| format!("port {port}: {e}"))?;
     }
     let status = created.restrict_self().map_err(|e| e.to_string())?;
     let abi = match status.landlock {

@@ -19,6 +19,7 @@ pub mod cgroup;
 mod child;
 mod error;
 mod etc;
+mod fdpass;
 pub mod host;
 mod landlock_rules;
 mod outcome;
@@ -31,7 +32,10 @@ mod sys;
 pub use error::{JailError, Result};
 pub use landlock_rules::kernel_abi as landlock_abi;
 pub use outcome::{Breaches, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus};
-pub use run::{run, userns_fix, CaptureSink, OutputSink, RunOptions, StdioSink, Stream};
+pub use run::{
+    run, run_with_bridge, userns_fix, Bridge, CaptureSink, OutputSink, RunOptions, StdioSink,
+    Stream,
+};
 pub use spec::{
     Bind, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction, Spec,
     StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,

@@ -104,19 +104,38 @@ pub fn userns_fix() -> String {
     "allow user namespaces on this host (inside a container: run it with a seccomp profile that permits clone/unshare of user namespaces), or accept the weaker 'process' isolation level in the profile".into()
 }
 
+/// Receives the proxy listener (`NetworkMode::Proxy`) created inside the
+/// sandbox's network namespace, and starts serving it.
+pub type Bridge<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> std::result::Result<(), String>;
+
 /// Run `spec` to completion.
 pub fn run(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Result<Outcome> {
+    run_with_bridge(spec, sink, options, None)
+}
+
+/// Run `spec` to completion; `bridge` serves the proxy listener.
+pub fn run_with_bridge(
+    spec: &Spec,
+    sink: &mut dyn OutputSink,
+    options: RunOptions,
+    mut bridge: Option<Bridge<'_>>,
+) -> Result<Outcome> {
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec("no command given".into()));
     }
-    match run_level(spec, sink, options) {
+    if spec.network == NetworkMode::Proxy && bridge.is_none() {
+        return Err(JailError::InvalidSpec(
+            "network mode proxy needs a proxy to serve the listener".into(),
+        ));
+    }
+    match run_level(spec, sink, options, &mut bridge) {
         Err(JailError::Setup {
             layer: Layer::UserNamespace,
             ..
         }) if spec.isolation.allow_weaker && spec.isolation.level == IsolationLevel::Namespaces => {
             let mut weaker = spec.clone();
             weaker.isolation.level = IsolationLevel::Process;
-            run_level(&weaker, sink, options)
+            run_level(&weaker, sink, options, &mut bridge)
         }
         other => other,
     }
@@ -161,7 +180,19 @@ impl Janitor {
     }
 }
 
-fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Result<Outcome> {
+fn run_level(
+    spec: &Spec,
+    sink: &mut dyn OutputSink,
+    options: RunOptions,
+    bridge: &mut Option<Bridge<'_>>,
+) -> Result<Outcome> {
+    if spec.network == NetworkMode::Proxy && spec.isolation.level == IsolationLevel::Process {
+        return Err(JailError::setup(
+            Layer::NetworkNamespace,
+            "egress through the proxy needs a network namespace, which the process isolation level does not have",
+            Some("allow user namespaces on this host, or run without network access"),
+        ));
+    }
     let started = Instant::now();
     let level = spec.isolation.level;
     let mut enforcement = Enforcement {
@@ -174,7 +205,7 @@ fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Res
     };
     let filter = FilterOptions {
         unix_sockets: spec.allow_unix_sockets,
-        inet_sockets: spec.network == NetworkMode::Loopback,
+        inet_sockets: spec.network != NetworkMode::None,
     };
     let program = seccomp::compile(filter)?;
 
@@ -240,6 +271,18 @@ fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Res
     let (status_rd, status_wr) = pipe()?;
     let (out_rd, out_wr) = pipe()?;
     let (err_rd, err_wr) = pipe()?;
+    let control = if spec.network == NetworkMode::Proxy {
+        let (a, b) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| JailError::io("socketpair", e.into()))?;
+        Some((a, b))
+    } else {
+        None
+    };
 
     let flags = match level {
         IsolationLevel::Namespaces => NS_FLAGS,
@@ -278,6 +321,7 @@ fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Res
                 status: status_wr.as_raw_fd(),
                 stdout: out_wr.as_raw_fd(),
                 stderr: err_wr.as_raw_fd(),
+                control: control.as_ref().map(|(_, child)| child.as_raw_fd()),
             },
             rlimit_pids,
             rlimit_memory,
@@ -286,6 +330,7 @@ fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Res
         Forked::Parent { pid, pidfd } => (pid, pidfd),
     };
     drop((sync_rd, report_wr, status_wr, out_wr, err_wr));
+    let control = control.map(|(parent, _child)| parent);
 
     // Identity mapping and cgroup membership, then let the child go.
     let prepared = prepare_child(pid, level, group.as_ref());
@@ -300,6 +345,25 @@ fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Res
     }
     sys::write_all_fd(sync_wr.as_raw_fd(), b"g").map_err(|e| JailError::io("start sandbox", e))?;
     drop(sync_wr);
+
+    // The proxy listener comes before the workload starts; if the helper
+    // fails first, the socket closes and its report explains why.
+    let mut bridge_error = None;
+    if let (Some(control), Some(bridge)) = (&control, bridge.as_mut()) {
+        match crate::fdpass::recv_fd(control) {
+            Ok(Some(fd)) => {
+                if let Err(e) = bridge(std::net::TcpListener::from(fd)) {
+                    bridge_error = Some(e);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => bridge_error = Some(format!("cannot receive the proxy listener: {e}")),
+        }
+        if bridge_error.is_some() {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+        }
+    }
+    drop(control);
 
     let signals = if options.forward_signals {
         let set = sys::block_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])
@@ -390,6 +454,13 @@ fn run_level(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Res
         pids_limit_hits: stats.pids_limit_hits,
         output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
     };
+    if let Some(e) = bridge_error {
+        return Err(JailError::setup(
+            Layer::NetworkNamespace,
+            format!("cannot start the egress proxy: {e}"),
+            None,
+        ));
+    }
     let (reason, exit_code, message) = classify(spec, &sup, workload_status, &breaches, raw_status);
     if reason == EndReason::SetupFailed {
         if let Some(ChildReport::Setup {
@@ -852,11 +923,15 @@ fn record_layers(
             true,
             "own PID namespace with an init that reaps and forwards signals",
         );
-        e.record(
-            Layer::NetworkNamespace,
-            true,
-            "loopback only; IPC and UTS namespaces too",
-        );
+        let net = match spec.network {
+            NetworkMode::None => "loopback only, no socket families; IPC and UTS namespaces too".to_owned(),
+            NetworkMode::Loopback => "loopback only; IPC and UTS namespaces too".to_owned(),
+            NetworkMode::Proxy => format!(
+                "loopback only; egress solely through cordon's proxy at 127.0.0.1:{} (TCP connect limited to it by Landlock where the ABI allows); IPC and UTS namespaces too",
+                spec.proxy_port
+            ),
+        };
+        e.record(Layer::NetworkNamespace, true, net);
     } else {
         e.record(
             Layer::UserNamespace,

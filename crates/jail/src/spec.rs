@@ -28,6 +28,8 @@ pub struct Spec {
     pub limits: Limits,
     /// Network access.
     pub network: NetworkMode,
+    /// Port of the proxy listener inside the sandbox (`NetworkMode::Proxy`).
+    pub proxy_port: u16,
     /// Allow `socket(AF_UNIX, ...)`. `socketpair` is always allowed.
     pub allow_unix_sockets: bool,
     /// Isolation level requested and whether a weaker one is acceptable.
@@ -90,6 +92,10 @@ pub enum NetworkMode {
     /// A network namespace with loopback only; IPv4/IPv6 sockets allowed so
     /// the workload can talk to itself.
     Loopback,
+    /// Loopback only, plus a listener on 127.0.0.1:`proxy_port` inside whose
+    /// connections the supervisor's egress proxy serves. TCP connect is
+    /// narrowed to that port by Landlock (ABI 4+).
+    Proxy,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +179,7 @@ impl Spec {
             tmp_inodes: 16 << 10,
             limits: Limits::default(),
             network: NetworkMode::None,
+            proxy_port: 3128,
             allow_unix_sockets: false,
             isolation: Isolation::default(),
             accept_missing: Vec::new(),
