@@ -855,41 +855,62 @@ async fn plain_request(
             return false;
         }
     };
-    // Reuse the upstream connection when it goes to the same place.
-    let reuse = upstream
-        .as_ref()
-        .is_some_and(|u| u.host == host && u.port == port);
-    if !reuse {
-        *upstream = None;
-        let addrs = match shared.resolve(&host, req.target.is_ip(), port).await {
-            Ok(a) => a,
-            Err(r) => {
-                refuse_http(&mut client.s, &mut att, r).await;
-                return false;
-            }
-        };
-        att.allow(rule.clone());
-        match connect_pinned(&addrs, &host, port).await {
-            Ok(s) => {
-                *upstream = Some(Upstream {
-                    host: host.clone(),
-                    port,
-                    conn: BufStream::new(s),
-                })
-            }
-            Err(r) => {
-                att.ev.status = Some(r.status);
-                let n = answer(&mut client.s, r.status, &r.message, None).await;
-                att.down(n);
-                return false;
+    // Reuse the upstream connection when it goes to the same place. A
+    // reused connection the origin closed while idle is replaced once, for
+    // requests without a body and with a safe method.
+    let mut fresh_tried = false;
+    let result = loop {
+        let reuse = upstream
+            .as_ref()
+            .is_some_and(|u| u.host == host && u.port == port);
+        if !reuse {
+            fresh_tried = true;
+            *upstream = None;
+            let addrs = match shared.resolve(&host, req.target.is_ip(), port).await {
+                Ok(a) => a,
+                Err(r) => {
+                    refuse_http(&mut client.s, &mut att, r).await;
+                    return false;
+                }
+            };
+            att.allow(rule.clone());
+            match connect_pinned(&addrs, &host, port).await {
+                Ok(s) => {
+                    *upstream = Some(Upstream {
+                        host: host.clone(),
+                        port,
+                        conn: BufStream::new(s),
+                    })
+                }
+                Err(r) => {
+                    att.ev.status = Some(r.status);
+                    let n = answer(&mut client.s, r.status, &r.message, None).await;
+                    att.down(n);
+                    return false;
+                }
             }
         }
-    }
-    att.allow(rule);
-    let Some(up) = upstream.as_mut() else {
-        return false;
+        att.allow(rule.clone());
+        let Some(up) = upstream.as_mut() else {
+            return false;
+        };
+        match exchange(shared, client, up, &req, &att, &applicable).await {
+            Err(ExchangeError::IdleClosed)
+                if !fresh_tried
+                    && req.body == BodyKind::None
+                    && matches!(req.method.as_str(), "GET" | "HEAD" | "OPTIONS" | "TRACE") =>
+            {
+                *upstream = None;
+                continue;
+            }
+            Err(ExchangeError::IdleClosed) => {
+                break Err(ExchangeError::BeforeResponse(
+                    "upstream closed the connection".into(),
+                ))
+            }
+            other => break other,
+        }
     };
-    let result = exchange(shared, client, up, &req, &att, &applicable).await;
     match result {
         Ok((status, keep_client, keep_upstream)) => {
             att.ev.status = Some(status);
@@ -931,7 +952,7 @@ async fn plain_request(
             }
             false
         }
-        Err(ExchangeError::AfterResponse) => {
+        Err(ExchangeError::AfterResponse) | Err(ExchangeError::IdleClosed) => {
             *upstream = None;
             false
         }
@@ -941,6 +962,8 @@ async fn plain_request(
 enum ExchangeError {
     /// Nothing was sent to the client yet: answer with an error.
     BeforeResponse(String),
+    /// The upstream closed before sending a byte of the response.
+    IdleClosed,
     /// The response was under way: only closing is left.
     AfterResponse,
 }
@@ -1042,6 +1065,7 @@ async fn exchange(
     }
     // The response, skipping interim 1xx heads (forwarded as they come).
     let head_request = req.method == "HEAD";
+    let mut interim_sent = false;
     let resp: ResponseHead = loop {
         let parsed = loop {
             match parse_response_head(up.conn.data(), head_request) {
@@ -1051,7 +1075,10 @@ async fn exchange(
             }
             match timeout(RESPONSE_TIMEOUT, up.conn.fill(MAX_HEAD + 1)).await {
                 Ok(Ok(n)) if n > 0 => {}
-                Ok(_) => return Err(before("upstream closed the connection")),
+                Ok(_) if up.conn.data().is_empty() && !interim_sent => {
+                    return Err(ExchangeError::IdleClosed)
+                }
+                Ok(_) => return Err(before("upstream closed the connection mid-response")),
                 Err(_) => return Err(before("upstream did not answer in time")),
             }
         };
@@ -1070,6 +1097,7 @@ async fn exchange(
                 .await
                 .map_err(|_| ExchangeError::AfterResponse)?;
             att.down(interim.len());
+            interim_sent = true;
             continue;
         }
         break parsed;

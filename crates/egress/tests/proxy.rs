@@ -130,6 +130,30 @@ fn keep_alive_reuses_both_connections() {
     assert!(ev.iter().all(|e| e.decision == Decision::Allow));
 }
 
+#[test]
+fn stale_upstream_connection_is_replaced_once() {
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET http://allowed.test/quiet-close HTTP/1.1\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 200);
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(b"GET http://allowed.test/after HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut s);
+    assert_eq!(status, 200);
+    assert_eq!(String::from_utf8_lossy(&body), "hello GET /after body=");
+    drop(s);
+    assert_eq!(
+        http.connections.load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 2);
+}
+
 fn read_response_head_only(s: &mut TcpStream) -> (u16, String, Vec<u8>) {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
@@ -328,7 +352,7 @@ fn raw_sni_checks() {
     let (ev, _) = p.finish();
     let rules: Vec<_> = ev.iter().map(|e| e.rule.as_str()).collect();
     assert_eq!(ev.len(), 4, "{ev:#?}");
-    assert_eq!(rules[0..1], ["allow:tls.test"]);
+    assert!(rules.contains(&"allow:tls.test"), "{rules:?}");
     assert!(rules.contains(&"sni-mismatch other.test"));
     assert!(rules.contains(&"sni-missing"));
     assert!(
@@ -861,7 +885,11 @@ fn curl_expect_continue_and_large_upload() {
     assert_eq!(out, "until close");
     let (ev, _) = p.finish();
     assert_eq!(ev.len(), 3);
-    assert!(ev[0].bytes_up > 2_000_000);
+    let up = ev
+        .iter()
+        .find(|e| e.path.as_deref() == Some("/upload"))
+        .unwrap();
+    assert!(up.bytes_up > 2_000_000);
 }
 
 struct Approve(&'static str);

@@ -161,6 +161,11 @@ fn serve_http_conn(conn: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) -> std::io::Res
             }
         } else if target == "/chunked" {
             w.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")?;
+        } else if target == "/quiet-close" {
+            // Looks reusable (Content-Length, no Connection: close), then the
+            // server drops the connection as an idle timeout would.
+            w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")?;
+            return Ok(());
         } else if target == "/close" {
             w.write_all(b"HTTP/1.0 200 OK\r\n\r\nuntil close")?;
             return Ok(());
