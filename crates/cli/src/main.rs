@@ -2,6 +2,7 @@
 //! sandbox.
 
 mod doctor_cmd;
+mod egress_bridge;
 mod plan;
 mod profile_cmd;
 mod run_cmd;

@@ -7,6 +7,11 @@ use anyhow::{bail, Context};
 use cordon_jail::{Bind, Isolation, Layer, Limits, Spec, StdinMode};
 use cordon_policy::{CwdAccess, NetworkMode, OnOutputLimit, Profile};
 
+/// Where the egress proxy listens inside the sandbox's own network
+/// namespace (any port works there; a fixed one keeps the environment
+/// predictable).
+pub const PROXY_PORT: u16 = 3128;
+
 /// Variables every sandbox gets (before the profile's `env.pass`/`env.set`).
 fn base_env(cwd_inside: &Path) -> Vec<(String, String)> {
     vec![
@@ -65,17 +70,14 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
         NetworkMode::None => cordon_jail::NetworkMode::None,
         NetworkMode::Loopback => cordon_jail::NetworkMode::Loopback,
         NetworkMode::Proxy => {
-            if !profile.network.allow.is_empty() || !profile.secrets.is_empty() {
+            if !profile.secrets.is_empty() {
                 bail!(
-                    "network.mode = \"proxy\" with allowed hosts or secrets needs the egress proxy, which this build of `cordon run` does not wire in yet; \
-                     remove network.allow/--allow-net and secrets, or use network.mode = \"none\""
+                    "secrets are not injected by this build of `cordon run` yet; remove [[secrets]]/--secret (the real value must never enter the sandbox, so cordon refuses rather than pass it in)"
                 );
             }
-            // An empty allowlist lets nothing out: the same as no network.
-            cordon_jail::NetworkMode::None
+            cordon_jail::NetworkMode::Proxy
         }
     };
-
     let l = &profile.limits;
     let nonzero = |v: u64| (v > 0).then_some(v);
     let limits = Limits {
@@ -93,6 +95,22 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
     };
 
     let mut env = base_env(&cwd_inside);
+    if network == cordon_jail::NetworkMode::Proxy {
+        let http = format!("http://127.0.0.1:{PROXY_PORT}");
+        let socks = format!("socks5h://127.0.0.1:{PROXY_PORT}");
+        for (k, v) in [
+            ("HTTP_PROXY", &http),
+            ("HTTPS_PROXY", &http),
+            ("ALL_PROXY", &socks),
+            ("http_proxy", &http),
+            ("https_proxy", &http),
+            ("all_proxy", &socks),
+            ("NO_PROXY", &String::new()),
+            ("no_proxy", &String::new()),
+        ] {
+            set_env(&mut env, k, v.clone());
+        }
+    }
     for name in &profile.env.pass {
         if let Ok(v) = std::env::var(name) {
             set_env(&mut env, name, v);
@@ -109,6 +127,7 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
     spec.tmp_inodes = profile.filesystem.tmp_inodes;
     spec.limits = limits;
     spec.network = network;
+    spec.proxy_port = PROXY_PORT;
     spec.allow_unix_sockets = profile.syscalls.unix_sockets;
     spec.isolation = Isolation {
         level: match profile.isolation.level {

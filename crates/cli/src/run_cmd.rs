@@ -1,6 +1,7 @@
 //! `cordon run`: one command, one fresh sandbox.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -10,7 +11,7 @@ use cordon_policy::{
 };
 use serde::Serialize;
 
-use crate::plan;
+use crate::{egress_bridge, plan};
 
 #[derive(Debug, Args)]
 #[command(
@@ -70,9 +71,26 @@ pub struct RunArgs {
     /// Set an environment variable inside (repeatable).
     #[arg(long = "setenv", value_name = "NAME=VALUE", value_parser = parse_kv)]
     env_set: Vec<(String, String)>,
-    /// Network: none (default) or loopback (the sandbox's own loopback only).
+    /// Network: none, loopback (the sandbox's own loopback only) or proxy
+    /// (egress through cordon's proxy, following the allow/deny rules).
     #[arg(long, value_name = "MODE")]
     net: Option<NetworkMode>,
+    /// Allow egress to a host: exact name, *.suffix, optional :port (repeatable; implies --net proxy).
+    #[arg(long = "allow-net", value_name = "HOST")]
+    allow_net: Vec<cordon_policy::HostPattern>,
+    /// Deny egress to a host, even if an allow rule covers it (repeatable).
+    #[arg(long = "deny-net", value_name = "HOST")]
+    deny_net: Vec<cordon_policy::HostPattern>,
+    /// Refuse plain HTTP; tunnels must carry a TLS SNI that matches their host.
+    #[arg(long = "https-only")]
+    https_only: bool,
+    /// For the proxy only, resolve HOST[:PORT] to ADDRESS (like curl's --resolve; repeatable).
+    /// Such operator-declared addresses may be private or loopback.
+    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = crate::egress_bridge::parse_resolve)]
+    resolve: Vec<(String, cordon_egress::OverrideAddr)>,
+    /// Write every egress decision as JSON lines to FILE.
+    #[arg(long = "net-log", value_name = "FILE")]
+    net_log: Option<PathBuf>,
     /// Allow socket(AF_UNIX) inside (socketpair is always allowed).
     #[arg(long = "unix-sockets")]
     unix_sockets: bool,
@@ -123,6 +141,19 @@ struct Report<'a> {
     profile: &'a str,
     #[serde(flatten)]
     outcome: &'a Outcome,
+    /// Every egress decision (empty without network access).
+    egress: &'a [cordon_egress::EgressEvent],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    egress_summary: Option<EgressTotals>,
+}
+
+#[derive(Debug, Serialize)]
+struct EgressTotals {
+    connections: u64,
+    allowed: u64,
+    denied: u64,
+    bytes_up: u64,
+    bytes_down: u64,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
@@ -150,6 +181,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         allow_weaker: args.allow_weaker.then_some(true),
         unix_sockets: args.unix_sockets.then_some(true),
         network_mode: args.net,
+        allow_hosts: args.allow_net.clone(),
+        deny_hosts: args.deny_net.clone(),
+        https_only: args.https_only.then_some(true),
         ..Overrides::default()
     };
     let profile = profile
@@ -162,12 +196,39 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let _private_tmp = plan::private_tmp(&mut spec)?;
 
-    let outcome = match cordon_jail::run(&spec, &mut StdioSink, RunOptions::default()) {
+    let sandbox_id = format!("run-{}", std::process::id());
+    let recorder = Arc::new(egress_bridge::Recorder::new(args.net_log.as_deref())?);
+    let mut proxy: Option<cordon_egress::ProxyHandle> = None;
+    let result = if spec.network == cordon_jail::NetworkMode::Proxy {
+        let config = egress_bridge::config(&profile, &sandbox_id, &args.resolve)?;
+        let recorder = Arc::clone(&recorder);
+        let mut config = Some(config);
+        let mut bridge = |listener: std::net::TcpListener| -> Result<(), String> {
+            let config = config.take().ok_or("the proxy was already started")?;
+            proxy = Some(egress_bridge::start(
+                config,
+                listener,
+                Arc::clone(&recorder),
+            )?);
+            Ok(())
+        };
+        cordon_jail::run_with_bridge(
+            &spec,
+            &mut StdioSink,
+            RunOptions::default(),
+            Some(&mut bridge),
+        )
+    } else {
+        cordon_jail::run(&spec, &mut StdioSink, RunOptions::default())
+    };
+    let summary = proxy.map(|p| p.shutdown());
+    let outcome = match result {
         Ok(o) => o,
         Err(e) => {
             anyhow::bail!("cannot build the sandbox: {e}");
         }
     };
+    let egress = recorder.events();
 
     if let Some(path) = &args.report {
         let report = Report {
@@ -176,6 +237,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             cwd: spec.cwd.display().to_string(),
             profile: &profile.origin,
             outcome: &outcome,
+            egress: &egress,
+            egress_summary: summary.map(|s| EgressTotals {
+                connections: s.connections,
+                allowed: s.allowed,
+                denied: s.denied,
+                bytes_up: s.bytes_up,
+                bytes_down: s.bytes_down,
+            }),
         };
         let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, text + "\n")
@@ -197,6 +266,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             &outcome.message,
         ) {
             eprintln!("cordon: {msg}");
+        }
+        let denied = egress
+            .iter()
+            .filter(|e| e.decision == cordon_egress::Decision::Deny)
+            .count();
+        if denied > 0 {
+            eprintln!("cordon: {denied} egress attempt(s) denied (see --net-log or --report)");
         }
         if outcome.breaches.output_truncated {
             eprintln!(

@@ -1,0 +1,121 @@
+//! Serving a sandbox's egress: the profile's `[network]` rules become the
+//! proxy's configuration; events go to `--net-log` as they happen and into
+//! the report.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, Context};
+use cordon_egress::{
+    EgressConfig, EgressEvent, EventSink, HostRule, OverrideAddr, ProxyHandle, RateLimit, Unlisted,
+};
+use cordon_policy::{OnUnlisted, Profile};
+
+/// Events kept for the report, and the live `--net-log` file.
+#[derive(Default)]
+pub struct Recorder {
+    events: Mutex<Vec<EgressEvent>>,
+    log: Option<Mutex<std::fs::File>>,
+}
+
+impl EventSink for Recorder {
+    fn record(&self, event: EgressEvent) {
+        if let Some(log) = &self.log {
+            if let Ok(mut f) = log.lock() {
+                let _ = writeln!(f, "{}", event.to_json_line());
+            }
+        }
+        if let Ok(mut v) = self.events.lock() {
+            v.push(event);
+        }
+    }
+}
+
+impl Recorder {
+    pub fn new(net_log: Option<&Path>) -> anyhow::Result<Recorder> {
+        let log = match net_log {
+            Some(p) => Some(Mutex::new(std::fs::File::create(p).with_context(|| {
+                format!("cannot create the net log {}", p.display())
+            })?)),
+            None => None,
+        };
+        Ok(Recorder {
+            events: Mutex::new(Vec::new()),
+            log,
+        })
+    }
+
+    pub fn events(&self) -> Vec<EgressEvent> {
+        self.events.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+fn rule(pattern: &impl std::fmt::Display) -> anyhow::Result<HostRule> {
+    let text = pattern.to_string();
+    HostRule::parse(&text).map_err(|e| anyhow!("network rule '{text}': {e}"))
+}
+
+/// Parse `--resolve HOST[:PORT]=ADDR`.
+pub fn parse_resolve(text: &str) -> Result<(String, OverrideAddr), String> {
+    let (host, addr) = text.split_once('=').ok_or_else(|| {
+        format!("'{text}' is not HOST[:PORT]=ADDRESS (e.g. pypi.org:443=127.0.0.1:8443)")
+    })?;
+    let addr: OverrideAddr = addr.parse()?;
+    Ok((host.to_ascii_lowercase(), addr))
+}
+
+/// The proxy configuration for a profile.
+pub fn config(
+    profile: &Profile,
+    sandbox_id: &str,
+    resolve: &[(String, OverrideAddr)],
+) -> anyhow::Result<EgressConfig> {
+    let n = &profile.network;
+    let mut overrides: HashMap<String, Vec<OverrideAddr>> = HashMap::new();
+    for (host, addr) in resolve {
+        overrides.entry(host.clone()).or_default().push(*addr);
+    }
+    Ok(EgressConfig {
+        sandbox_id: sandbox_id.to_owned(),
+        allow: n.allow.iter().map(rule).collect::<anyhow::Result<_>>()?,
+        deny: n.deny.iter().map(rule).collect::<anyhow::Result<_>>()?,
+        https_only: n.https_only,
+        methods: n
+            .methods
+            .iter()
+            .map(|m| m.to_string().to_ascii_uppercase())
+            .collect(),
+        allow_private: n.allow_private,
+        on_unlisted: match n.on_unlisted {
+            OnUnlisted::Deny => Unlisted::Deny,
+            // `cordon run` has nobody to ask: the default approver refuses
+            // with a message that says how to allow the host.
+            OnUnlisted::Ask => Unlisted::Ask,
+        },
+        max_bytes: (n.max_bytes.0 > 0).then_some(n.max_bytes.0),
+        rate_limits: n
+            .rate_limit
+            .iter()
+            .map(|r| {
+                Ok(RateLimit {
+                    host: rule(&r.host)?,
+                    requests: r.requests,
+                    bytes: r.bytes.map(|b| b.0),
+                    per: r.per.as_duration(),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
+        resolve_overrides: overrides,
+    })
+}
+
+/// Start the proxy on the listener the sandbox handed over.
+pub fn start(
+    config: EgressConfig,
+    listener: std::net::TcpListener,
+    recorder: Arc<Recorder>,
+) -> Result<ProxyHandle, String> {
+    cordon_egress::spawn(config, listener, recorder).map_err(|e| e.to_string())
+}
