@@ -159,8 +159,6 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             );
         }
         drop(listener);
-        // SAFETY: closing our own descriptor.
-        unsafe { libc::close(control) };
     }
     if let Some(plan) = ctx.plan {
         if let Err(e) = plan.build() {
@@ -210,9 +208,15 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
         ),
     };
     // Only the workload keeps the report pipe, so the supervisor sees
-    // end-of-file exactly when it has exec'd.
-    // SAFETY: closing our own descriptor.
-    unsafe { libc::close(rfd) };
+    // end-of-file exactly when it has exec'd; the same for the control
+    // socket.
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(rfd);
+        if let Some(control) = ctx.fds.control {
+            libc::close(control);
+        }
+    }
 
     loop {
         // SAFETY: `set` is a valid, initialised sigset_t.
@@ -373,13 +377,31 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
             None,
         );
     }
-    if let Err(e) = sys::seccomp_install(&ctx.seccomp.instructions) {
-        fail(
+    let notify = ctx.seccomp.notify && ctx.fds.control.is_some();
+    match sys::seccomp_install(&ctx.seccomp.instructions, notify) {
+        Ok(Some(listener)) => {
+            // The supervisor answers the refused calls and records them.
+            use std::os::fd::{AsFd, BorrowedFd};
+            if let Some(control) = ctx.fds.control {
+                // SAFETY: the control socket is open until exec.
+                let control = unsafe { BorrowedFd::borrow_raw(control) };
+                if let Err(e) = crate::fdpass::send_fd(control, listener.as_fd()) {
+                    fail(
+                        rfd,
+                        Layer::Seccomp,
+                        format!("cannot hand the seccomp listener over: {e}"),
+                        None,
+                    );
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(e) => fail(
             rfd,
             Layer::Seccomp,
             format!("cannot install the seccomp filter: {e}"),
-            Some("use a kernel built with CONFIG_SECCOMP_FILTER=y"),
-        );
+            Some("use a kernel built with CONFIG_SECCOMP_FILTER=y (5.0+ for user notification)"),
+        ),
     }
 
     let mut errno = libc::ENOENT;

@@ -76,6 +76,7 @@ fn seccomp_check() -> Check {
     match crate::seccomp::compile(crate::seccomp::FilterOptions {
         unix_sockets: false,
         inet_sockets: false,
+        notify: true,
     }) {
         Ok(p) => Check::ok(format!(
             "seccomp-bpf with libseccomp; default filter {} instructions",

@@ -31,7 +31,9 @@ mod sys;
 
 pub use error::{JailError, Result};
 pub use landlock_rules::kernel_abi as landlock_abi;
-pub use outcome::{Breaches, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus};
+pub use outcome::{
+    Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
+};
 pub use run::{
     run, run_with_bridge, userns_fix, Bridge, CaptureSink, OutputSink, RunOptions, StdioSink,
     Stream,

@@ -37,6 +37,24 @@ pub struct Outcome {
     pub limits: Limits,
     /// What this host enforced.
     pub enforcement: Enforcement,
+    /// System calls from the sensitive set that the filter refused, as
+    /// reported to the supervisor (first 256 kept; `denied_calls_total`
+    /// counts all).
+    pub denied_calls: Vec<DeniedCall>,
+    pub denied_calls_total: u64,
+}
+
+/// One refused system call. The arguments are the raw register values:
+/// evidence only, never trusted for a decision (pointers are not followed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeniedCall {
+    pub syscall: String,
+    pub nr: i32,
+    pub args: [u64; 6],
+    /// The caller's pid as seen from the host.
+    pub pid: u32,
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

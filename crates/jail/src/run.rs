@@ -206,6 +206,7 @@ fn run_level(
     let filter = FilterOptions {
         unix_sockets: spec.allow_unix_sockets,
         inet_sockets: spec.network != NetworkMode::None,
+        notify: true,
     };
     let program = seccomp::compile(filter)?;
 
@@ -271,18 +272,16 @@ fn run_level(
     let (status_rd, status_wr) = pipe()?;
     let (out_rd, out_wr) = pipe()?;
     let (err_rd, err_wr) = pipe()?;
-    let control = if spec.network == NetworkMode::Proxy {
-        let (a, b) = rustix::net::socketpair(
+    // Carries the proxy listener and the seccomp listener from the sandbox.
+    let control = Some(
+        rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
             rustix::net::SocketType::SEQPACKET,
             rustix::net::SocketFlags::CLOEXEC,
             None,
         )
-        .map_err(|e| JailError::io("socketpair", e.into()))?;
-        Some((a, b))
-    } else {
-        None
-    };
+        .map_err(|e| JailError::io("socketpair", e.into()))?,
+    );
 
     let flags = match level {
         IsolationLevel::Namespaces => NS_FLAGS,
@@ -349,7 +348,9 @@ fn run_level(
     // The proxy listener comes before the workload starts; if the helper
     // fails first, the socket closes and its report explains why.
     let mut bridge_error = None;
-    if let (Some(control), Some(bridge)) = (&control, bridge.as_mut()) {
+    if let (Some(control), Some(bridge), NetworkMode::Proxy) =
+        (&control, bridge.as_mut(), spec.network)
+    {
         match crate::fdpass::recv_fd(control) {
             Ok(Some(fd)) => {
                 if let Err(e) = bridge(std::net::TcpListener::from(fd)) {
@@ -363,7 +364,6 @@ fn run_level(
             let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
         }
     }
-    drop(control);
 
     let signals = if options.forward_signals {
         let set = sys::block_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])
@@ -382,6 +382,8 @@ fn run_level(
         &pidfd,
         [&out_rd, &err_rd],
         &report_rd,
+        control.as_ref(),
+        started,
         signals.as_ref().map(|(fd, _)| fd),
         deadline,
         sink,
@@ -491,6 +493,8 @@ fn run_level(
         breaches,
         limits: spec.limits.clone(),
         enforcement,
+        denied_calls: std::mem::take(&mut sup.denied),
+        denied_calls_total: sup.denied_total,
     })
 }
 
@@ -550,6 +554,8 @@ struct Supervision {
     timed_out: bool,
     output_killed: bool,
     interrupted: Option<i32>,
+    denied: Vec<crate::outcome::DeniedCall>,
+    denied_total: u64,
 }
 
 impl Supervision {
@@ -565,6 +571,8 @@ impl Supervision {
             timed_out: false,
             output_killed: false,
             interrupted: None,
+            denied: Vec::new(),
+            denied_total: 0,
         }
     }
 
@@ -574,6 +582,8 @@ impl Supervision {
         pidfd: &OwnedFd,
         outputs: [&OwnedFd; 2],
         report: &OwnedFd,
+        control: Option<&OwnedFd>,
+        started: Instant,
         signals: Option<&OwnedFd>,
         deadline: Option<Instant>,
         sink: &mut dyn OutputSink,
@@ -593,6 +603,8 @@ impl Supervision {
         };
         let mut open = [true, true];
         let mut report_open = true;
+        let mut control_open = control.is_some();
+        let mut notify: Option<OwnedFd> = None;
         let mut exited = false;
         let mut exited_at: Option<Instant> = None;
         let mut buf = vec![0u8; 64 * 1024];
@@ -630,6 +642,12 @@ impl Supervision {
             }
             if let Some(s) = signals {
                 add(s.as_raw_fd(), b's');
+            }
+            if let (true, Some(c)) = (control_open, control) {
+                add(c.as_raw_fd(), b'c');
+            }
+            if let Some(n) = &notify {
+                add(n.as_raw_fd(), b'n');
             }
             let timeout_ms: libc::c_int = match (deadline, exited) {
                 (_, true) => 100,
@@ -703,6 +721,20 @@ impl Supervision {
                             kill(self);
                         }
                     }
+                    b'c' => match control.map(crate::fdpass::recv_fd) {
+                        Some(Ok(Some(fd))) => notify = Some(fd),
+                        _ => control_open = false,
+                    },
+                    b'n' => {
+                        if pfd.revents & libc::POLLIN != 0 {
+                            if let Some(fd) = &notify {
+                                self.answer_notification(fd.as_raw_fd(), started);
+                            }
+                        } else {
+                            // Every task using the filter is gone.
+                            notify = None;
+                        }
+                    }
                     b'r' => {
                         // SAFETY: reading into our buffer from our pipe.
                         let r = unsafe {
@@ -743,6 +775,31 @@ impl Supervision {
             self.parse_reports();
         }
         let _ = pidfd.as_fd();
+    }
+
+    /// Refuse one notified system call with EPERM and keep it as evidence.
+    fn answer_notification(&mut self, fd: RawFd, started: Instant) {
+        use libseccomp::{ScmpNotifReq, ScmpNotifResp, ScmpNotifRespFlags};
+        let Ok(req) = ScmpNotifReq::receive(fd) else {
+            return; // the caller died meanwhile
+        };
+        let _ =
+            ScmpNotifResp::new_error(req.id, -libc::EPERM, ScmpNotifRespFlags::empty()).respond(fd);
+        self.denied_total += 1;
+        if self.denied.len() < 256 {
+            let nr = i32::from(req.data.syscall);
+            self.denied.push(crate::outcome::DeniedCall {
+                syscall: req
+                    .data
+                    .syscall
+                    .get_name()
+                    .unwrap_or_else(|_| format!("syscall_{nr}")),
+                nr,
+                args: req.data.args,
+                pid: req.pid,
+                at_ms: started.elapsed().as_millis() as u64,
+            });
+        }
     }
 
     fn parse_reports(&mut self) {

@@ -24,6 +24,10 @@ pub struct FilterOptions {
     pub unix_sockets: bool,
     /// `socket(AF_INET/AF_INET6, ...)`.
     pub inet_sockets: bool,
+    /// Refuse the deny-listed calls through user notification, so the
+    /// supervisor learns who called what (it answers EPERM), instead of
+    /// refusing them inside the kernel.
+    pub notify: bool,
 }
 
 /// System calls refused with EPERM in every sandbox.
@@ -114,6 +118,8 @@ const AF_LIMIT: i32 = 64;
 #[derive(Debug, Clone)]
 pub struct SeccompProgram {
     pub(crate) instructions: Vec<libc::sock_filter>,
+    /// Refused calls go to the supervisor (user notification).
+    pub(crate) notify: bool,
 }
 
 impl SeccompProgram {
@@ -137,6 +143,12 @@ fn seccomp_err(what: &str, e: impl std::fmt::Display) -> JailError {
 /// Build the filter for the given options.
 pub fn compile(options: FilterOptions) -> Result<SeccompProgram> {
     let eperm = ScmpAction::Errno(libc::EPERM);
+    // The sensitive calls: reported to the supervisor when asked to.
+    let refuse = if options.notify {
+        ScmpAction::Notify
+    } else {
+        eperm
+    };
     let mut ctx = ScmpFilterContext::new(ScmpAction::Allow).map_err(|e| seccomp_err("init", e))?;
     ctx.add_arch(ScmpArch::Native)
         .map_err(|e| seccomp_err("arch", e))?;
@@ -149,7 +161,7 @@ pub fn compile(options: FilterOptions) -> Result<SeccompProgram> {
         // Names this libseccomp or architecture does not know cannot be
         // called here either.
         if let Ok(sc) = ScmpSyscall::from_name(name) {
-            ctx.add_rule(eperm, sc).map_err(|e| seccomp_err(name, e))?;
+            ctx.add_rule(refuse, sc).map_err(|e| seccomp_err(name, e))?;
         }
     }
 
@@ -162,7 +174,7 @@ pub fn compile(options: FilterOptions) -> Result<SeccompProgram> {
     let clone = ScmpSyscall::from_name("clone").map_err(|e| seccomp_err("clone", e))?;
     for &flag in CLONE_NAMESPACE_FLAGS {
         let cmp = ScmpArgCompare::new(0, ScmpCompareOp::MaskedEqual(flag as u64), flag as u64);
-        ctx.add_rule_conditional(eperm, clone, &[cmp])
+        ctx.add_rule_conditional(refuse, clone, &[cmp])
             .map_err(|e| seccomp_err("clone flags", e))?;
     }
 
@@ -171,7 +183,7 @@ pub fn compile(options: FilterOptions) -> Result<SeccompProgram> {
     let ioctl = ScmpSyscall::from_name("ioctl").map_err(|e| seccomp_err("ioctl", e))?;
     for &req in DENIED_IOCTLS {
         let cmp = ScmpArgCompare::new(1, ScmpCompareOp::MaskedEqual(0xffff_ffff), req);
-        ctx.add_rule_conditional(eperm, ioctl, &[cmp])
+        ctx.add_rule_conditional(refuse, ioctl, &[cmp])
             .map_err(|e| seccomp_err("ioctl", e))?;
     }
 
@@ -194,7 +206,9 @@ pub fn compile(options: FilterOptions) -> Result<SeccompProgram> {
     ctx.add_rule_conditional(eperm, socketpair, &[not_unix])
         .map_err(|e| seccomp_err("socketpair", e))?;
 
-    export(&ctx)
+    let mut program = export(&ctx)?;
+    program.notify = options.notify;
+    Ok(program)
 }
 
 /// Export the compiled BPF through a pipe (libseccomp 2.5 has no in-memory
@@ -223,7 +237,10 @@ fn export(ctx: &ScmpFilterContext) -> Result<SeccompProgram> {
     if instructions.is_empty() || bytes.len() % 8 != 0 {
         return Err(seccomp_err("export", "libseccomp produced no program"));
     }
-    Ok(SeccompProgram { instructions })
+    Ok(SeccompProgram {
+        instructions,
+        notify: false,
+    })
 }
 
 #[cfg(test)]
@@ -237,6 +254,7 @@ mod tests {
                 let p = compile(FilterOptions {
                     unix_sockets: unix,
                     inet_sockets: inet,
+                    notify: inet,
                 })
                 .expect("filter compiles");
                 assert!(p.len() > 50, "suspiciously short program: {}", p.len());

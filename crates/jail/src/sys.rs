@@ -214,8 +214,18 @@ pub(crate) fn close_all_from_except(first: RawFd, keep: &[RawFd]) {
 }
 
 /// Install a prepared classic-BPF seccomp program on the calling thread.
-/// `no_new_privs` must already be set.
-pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
+/// `no_new_privs` must already be set. With `listener`, the kernel returns
+/// the user-notification descriptor (close-on-exec) for the supervisor.
+pub(crate) fn seccomp_install(
+    program: &[libc::sock_filter],
+    listener: bool,
+) -> io::Result<Option<OwnedFd>> {
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+    let flags: libc::c_ulong = if listener {
+        SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
     let len = u16::try_from(program.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
     let prog = libc::sock_fprog {
@@ -228,14 +238,18 @@ pub(crate) fn seccomp_install(program: &[libc::sock_filter]) -> io::Result<()> {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            0,
+            flags,
             &prog as *const libc::sock_fprog,
         )
     };
     if ret == -1 {
-        Err(io::Error::last_os_error())
+        return Err(io::Error::last_os_error());
+    }
+    if listener {
+        // SAFETY: with NEW_LISTENER the return value is a new descriptor.
+        Ok(Some(unsafe { OwnedFd::from_raw_fd(ret as RawFd) }))
     } else {
-        Ok(())
+        Ok(None)
     }
 }
 
