@@ -267,6 +267,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ) {
             eprintln!("cordon: {msg}");
         }
+        if outcome.denied_calls_total > 0 {
+            let mut names: Vec<&str> = outcome
+                .denied_calls
+                .iter()
+                .map(|c| c.syscall.as_str())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            eprintln!(
+                "cordon: {} refused system call(s) from the sensitive set: {}",
+                outcome.denied_calls_total,
+                names.join(", ")
+            );
+        }
         let denied = egress
             .iter()
             .filter(|e| e.decision == cordon_egress::Decision::Deny)

@@ -321,3 +321,25 @@ fn hostname_changes_stay_inside_and_are_refused() {
         before
     );
 }
+
+#[test]
+fn refused_calls_reach_the_supervisor_as_evidence() {
+    if ready() {
+        return;
+    }
+    let o = probe("keys");
+    assert_errno(&o, &["add_key"], libc::EPERM);
+    let calls = o.report["denied_calls"]
+        .as_array()
+        .expect("denied_calls in the report");
+    let names: Vec<&str> = calls.iter().filter_map(|c| c["syscall"].as_str()).collect();
+    for n in ["add_key", "keyctl", "request_key"] {
+        assert!(names.contains(&n), "{n} not recorded: {names:?}");
+    }
+    assert_eq!(o.report["denied_calls_total"], 3);
+    assert!(
+        calls.iter().all(|c| c["pid"].as_u64().unwrap_or(0) > 1),
+        "pids recorded: {calls:?}"
+    );
+    assert!(o.stderr.contains("refused system call"), "{}", o.stderr);
+}
