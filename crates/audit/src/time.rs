@@ -79,6 +79,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -257,11 +257,9 @@ struct Worker {
 /// Redacts every string in a JSON value, in place.
 pub(crate) fn redact_value(r: &Redactor, v: &mut Value) {
     match v {
-        Value::String(s) => {
-            if s.len() >= cordon_scan::redact::MIN_VALUE_LEN {
-                if let std::borrow::Cow::Owned(new) = r.redact(s) {
-                    *s = new;
-                }
+        Value::String(s) if s.len() >= cordon_scan::redact::MIN_VALUE_LEN => {
+            if let std::borrow::Cow::Owned(new) = r.redact(s) {
+                *s = new;
             }
         }
         Value::Array(a) => a.iter_mut().for_each(|x| redact_value(r, x)),

@@ -1,6 +1,8 @@
 //! The hash chain verifies after many appends, and every kind of hand
 //! tampering through a separate SQLite connection is caught and named.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

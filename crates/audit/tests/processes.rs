@@ -1,6 +1,8 @@
 //! Writers killed with SIGKILL mid-run, and many threads and processes
 //! writing one store at once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeMap;

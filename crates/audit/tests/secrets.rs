@@ -1,6 +1,8 @@
 //! Secrets planted in what a run prints, its argv, its code and its egress
 //! never reach the store's files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

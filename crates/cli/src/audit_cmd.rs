@@ -11,14 +11,16 @@ use serde_json::Value;
 
 const EXAMPLES: &str = "\
 Examples:
-  cordon audit tail                      the last 20 records
-  cordon audit tail -n 100 --follow      keep printing new records as runs write them
-  cordon audit show 0194f3a2             everything about one run (a unique id prefix is enough)
-  cordon audit incidents --since 1h      boundary violations of the last hour, newest first
-  cordon audit verify                    check the hash chain; exits 1 and names the first bad record
-  cordon audit head > anchor.txt         save the current head somewhere the store's owner cannot write...
-  cordon audit verify --anchor \"$(cat anchor.txt)\"   ...and check the store still contains it later
-  cordon audit export --format jsonl -o audit.jsonl   every record, one JSON object per line (for a SIEM)
+  cordon audit tail                  the last 20 records
+  cordon audit tail -n 100 --follow  then keep printing new records
+  cordon audit show 0194f3a2         everything about one run (an id prefix is enough)
+  cordon audit incidents --since 1h  boundary violations of the last hour
+  cordon audit verify                check the chain; exit 1 naming the first bad record
+  cordon audit export -o audit.jsonl every record as JSON lines, for a SIEM
+
+  Anchor the head where the store's owner cannot write, check it later:
+  cordon audit head >> /mnt/worm/cordon-anchors.txt
+  cordon audit verify --anchor \"$(tail -1 /mnt/worm/cordon-anchors.txt)\"
 
 The store is $XDG_STATE_HOME/cordon/audit.db (or ~/.local/state/cordon/audit.db)
 unless --store or CORDON_AUDIT names another.";
@@ -39,7 +41,9 @@ pub struct AuditArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
     /// Print the most recent records, oldest first
-    #[command(after_help = "Examples:\n  cordon audit tail -n 50\n  cordon audit tail --follow --json | jq .kind")]
+    #[command(
+        after_help = "Examples:\n  cordon audit tail -n 50\n  cordon audit tail --follow --json | jq .kind"
+    )]
     Tail {
         /// How many records
         #[arg(short = 'n', long = "lines", default_value_t = 20)]
@@ -52,7 +56,9 @@ pub enum AuditCommand {
         json: bool,
     },
     /// Everything about one run: start, egress, incidents, end, output, profile, code
-    #[command(after_help = "Examples:\n  cordon audit show 0194f3a2c1d0\n  cordon audit show 0194f3a2c1d0 --json")]
+    #[command(
+        after_help = "Examples:\n  cordon audit show 0194f3a2c1d0\n  cordon audit show 0194f3a2c1d0 --json"
+    )]
     Show {
         /// Run id, or a unique prefix of one
         run_id: String,
@@ -61,7 +67,9 @@ pub enum AuditCommand {
         json: bool,
     },
     /// Incidents (boundary violations, limit breaches), newest first
-    #[command(after_help = "Examples:\n  cordon audit incidents --since 1h\n  cordon audit incidents --since 2d --json")]
+    #[command(
+        after_help = "Examples:\n  cordon audit incidents --since 1h\n  cordon audit incidents --since 2d --json"
+    )]
     Incidents {
         /// Only those younger than this: 90s, 30m, 1h, 2d, 1w, 1h30m
         #[arg(long, value_name = "DURATION")]
@@ -71,7 +79,9 @@ pub enum AuditCommand {
         json: bool,
     },
     /// Check the hash chain, the head file and the stored blobs; exit 1 naming the first bad record
-    #[command(after_help = "Examples:\n  cordon audit verify\n  cordon audit verify --anchor 1042:3f5a...  (from an earlier `cordon audit head`)")]
+    #[command(
+        after_help = "Examples:\n  cordon audit verify\n  cordon audit verify --anchor 1042:3f5a...  (from an earlier `cordon audit head`)"
+    )]
     Verify {
         /// Also check that the store still holds this record (from `cordon audit head`)
         #[arg(long, value_name = "SEQ:HASH")]
@@ -81,7 +91,9 @@ pub enum AuditCommand {
         json: bool,
     },
     /// Write every record, oldest first
-    #[command(after_help = "Examples:\n  cordon audit export --format jsonl > audit.jsonl\n  cordon audit export -o /var/log/cordon/audit.jsonl")]
+    #[command(
+        after_help = "Examples:\n  cordon audit export --format jsonl > audit.jsonl\n  cordon audit export -o /var/log/cordon/audit.jsonl"
+    )]
     Export {
         /// Output format
         #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
@@ -186,7 +198,11 @@ pub fn run(args: AuditArgs) -> anyhow::Result<i32> {
                     report.records,
                     report.blobs,
                     report.head,
-                    if anchor.is_some() { "; anchor found" } else { "" }
+                    if anchor.is_some() {
+                        "; anchor found"
+                    } else {
+                        ""
+                    }
                 )?;
             }
             out.flush()?;
@@ -355,7 +371,14 @@ fn print_record(out: &mut impl Write, r: &Record, json: bool) -> io::Result<()> 
 fn show_text(out: &mut impl Write, view: &cordon_audit::RunView) -> io::Result<()> {
     writeln!(out, "run {}", view.run_id)?;
     for r in &view.records {
-        writeln!(out, "  #{:<6} {}  {:<11}  {}", r.seq, r.time, r.kind, summary(r))?;
+        writeln!(
+            out,
+            "  #{:<6} {}  {:<11}  {}",
+            r.seq,
+            r.time,
+            r.kind,
+            summary(r)
+        )?;
         match r.kind.as_str() {
             "run_started" => {
                 if let Some(cwd) = r.body.get("cwd").and_then(Value::as_str) {
@@ -410,6 +433,7 @@ fn show_text(out: &mut impl Write, view: &cordon_audit::RunView) -> io::Result<(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use clap::Parser;
@@ -427,15 +451,27 @@ mod tests {
 
     #[test]
     fn parses() {
-        let Top::Audit(a) = Cli::try_parse_from(["cordon", "audit", "tail", "-n", "5", "--follow", "--store", "/x.db"])
-            .unwrap()
-            .cmd;
+        let Top::Audit(a) = Cli::try_parse_from([
+            "cordon", "audit", "tail", "-n", "5", "--follow", "--store", "/x.db",
+        ])
+        .unwrap()
+        .cmd;
         assert_eq!(a.store, Some(PathBuf::from("/x.db")));
-        assert!(matches!(a.command, AuditCommand::Tail { n: 5, follow: true, json: false }));
+        assert!(matches!(
+            a.command,
+            AuditCommand::Tail {
+                n: 5,
+                follow: true,
+                json: false
+            }
+        ));
         let Top::Audit(a) = Cli::try_parse_from(["cordon", "audit", "incidents", "--since", "1h"])
             .unwrap()
             .cmd;
-        assert!(matches!(a.command, AuditCommand::Incidents { since: Some(_), .. }));
+        assert!(matches!(
+            a.command,
+            AuditCommand::Incidents { since: Some(_), .. }
+        ));
     }
 
     #[test]
@@ -458,9 +494,23 @@ mod tests {
             store: Some(path.clone()),
             command,
         };
-        assert_eq!(run(args(AuditCommand::Verify { anchor: None, json: false })).unwrap(), 0);
+        assert_eq!(
+            run(args(AuditCommand::Verify {
+                anchor: None,
+                json: false
+            }))
+            .unwrap(),
+            0
+        );
         // Without its head file, cut-off records could not be detected.
         std::fs::remove_file(cordon_audit::chain::head_file_path(&path)).unwrap();
-        assert_eq!(run(args(AuditCommand::Verify { anchor: None, json: true })).unwrap(), 1);
+        assert_eq!(
+            run(args(AuditCommand::Verify {
+                anchor: None,
+                json: true
+            }))
+            .unwrap(),
+            1
+        );
     }
 }
