@@ -66,6 +66,12 @@ pub enum EndReason {
     PidsLimit,
     /// The output limit was hit.
     OutputLimit,
+    /// The CPU time limit was hit.
+    CpuLimit,
+    /// The file size limit was hit.
+    FileSizeLimit,
+    /// The command could not be executed (not found, not executable).
+    ExecFailed,
     /// Scratch or a writable mount filled up.
     DiskLimit,
     /// Stopped by the operator or the supervisor (cancel, shutdown).
@@ -87,6 +93,9 @@ impl EndReason {
             EndReason::MemoryLimit => "memory_limit",
             EndReason::PidsLimit => "pids_limit",
             EndReason::OutputLimit => "output_limit",
+            EndReason::CpuLimit => "cpu_limit",
+            EndReason::FileSizeLimit => "file_size_limit",
+            EndReason::ExecFailed => "exec_failed",
             EndReason::DiskLimit => "disk_limit",
             EndReason::Killed => "killed",
             EndReason::SpawnFailed => "spawn_failed",

@@ -1,6 +1,8 @@
 //! `cordon`: run commands that AI agents wrote inside a kernel-enforced
 //! sandbox.
 
+mod audit_bridge;
+mod audit_cmd;
 mod doctor_cmd;
 mod egress_bridge;
 mod plan;
@@ -36,6 +38,8 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Show what this host can enforce.
     Doctor(doctor_cmd::DoctorArgs),
+    /// Read, verify and export the audit store.
+    Audit(audit_cmd::AuditArgs),
     /// Inspect, check and explain profiles.
     #[command(subcommand)]
     Profile(profile_cmd::ProfileCommand),
@@ -48,6 +52,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Profile(cmd) => profile_cmd::run(cmd),
+        Command::Audit(args) => {
+            audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use cordon_jail::{EndReason, Outcome, RunOptions, StdioSink};
+use cordon_jail::{EndReason, Outcome, RunOptions};
 use cordon_policy::{
     CwdAccess, IsolationLevel, NetworkMode, OnOutputLimit, Overrides, Profile, TrustLevel,
 };
 use serde::Serialize;
 
-use crate::{egress_bridge, plan};
+use crate::{audit_bridge, egress_bridge, plan};
 
 #[derive(Debug, Args)]
 #[command(
@@ -88,6 +88,12 @@ pub struct RunArgs {
     /// Such operator-declared addresses may be private or loopback.
     #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = crate::egress_bridge::parse_resolve)]
     resolve: Vec<(String, cordon_egress::OverrideAddr)>,
+    /// Audit store (SQLite); default: the profile's audit.path, else ~/.local/state/cordon/audit.db.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_audit")]
+    audit: Option<PathBuf>,
+    /// Do not record this run in the audit store.
+    #[arg(long = "no-audit")]
+    no_audit: bool,
     /// Write every egress decision as JSON lines to FILE.
     #[arg(long = "net-log", value_name = "FILE")]
     net_log: Option<PathBuf>,
@@ -136,6 +142,7 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
 #[derive(Debug, Serialize)]
 struct Report<'a> {
     cordon_version: &'static str,
+    run_id: &'a str,
     command: &'a [String],
     cwd: String,
     profile: &'a str,
@@ -145,6 +152,7 @@ struct Report<'a> {
     egress: &'a [cordon_egress::EgressEvent],
     #[serde(skip_serializing_if = "Option::is_none")]
     egress_summary: Option<EgressTotals>,
+    incidents: &'a [cordon_audit::Incident],
 }
 
 #[derive(Debug, Serialize)]
@@ -196,32 +204,40 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let _private_tmp = plan::private_tmp(&mut spec)?;
 
-    let sandbox_id = format!("run-{}", std::process::id());
+    let run_id = cordon_audit::new_run_id();
+    let audit_path = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, &profile)?;
     let recorder = Arc::new(egress_bridge::Recorder::new(args.net_log.as_deref())?);
-    let mut proxy: Option<cordon_egress::ProxyHandle> = None;
-    let result = if spec.network == cordon_jail::NetworkMode::Proxy {
-        let config = egress_bridge::config(&profile, &sandbox_id, &args.resolve)?;
-        let recorder = Arc::clone(&recorder);
-        let mut config = Some(config);
-        let mut bridge = |listener: std::net::TcpListener| -> Result<(), String> {
-            let config = config.take().ok_or("the proxy was already started")?;
-            proxy = Some(egress_bridge::start(
-                config,
-                listener,
-                Arc::clone(&recorder),
-            )?);
-            Ok(())
-        };
-        cordon_jail::run_with_bridge(
-            &spec,
-            &mut StdioSink,
-            RunOptions::default(),
-            Some(&mut bridge),
-        )
-    } else {
-        cordon_jail::run(&spec, &mut StdioSink, RunOptions::default())
+    let mut hooks = RunHooks {
+        egress: if spec.network == cordon_jail::NetworkMode::Proxy {
+            Some(egress_bridge::config(&profile, &run_id, &args.resolve)?)
+        } else {
+            None
+        },
+        recorder: Arc::clone(&recorder),
+        proxy: None,
+        audit_plan: audit_path.as_ref().map(|path| AuditPlan {
+            path: path.clone(),
+            started: cordon_audit::RunStarted {
+                argv: args.command.clone(),
+                cwd: Some(spec.cwd.display().to_string()),
+                profile_name: Some(profile.origin.clone()),
+                enforcement: serde_json::json!({
+                    "isolation": format!("{:?}", spec.isolation.level).to_lowercase(),
+                    "landlock_abi": cordon_jail::landlock_abi(),
+                    "network": format!("{:?}", spec.network).to_lowercase(),
+                }),
+                cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                ..Default::default()
+            },
+            code: audit_bridge::code_of(&args.command, &cwd),
+            profile_text: profile.to_toml_string(),
+        }),
+        audit: None,
+        run_id: run_id.clone(),
     };
-    let summary = proxy.map(|p| p.shutdown());
+    let mut sink = audit_bridge::TeeSink::new(audit_path.is_some());
+    let result = cordon_jail::run_with(&spec, &mut sink, RunOptions::default(), &mut hooks);
+    let summary = hooks.proxy.take().map(|p| p.shutdown());
     let outcome = match result {
         Ok(o) => o,
         Err(e) => {
@@ -229,15 +245,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }
     };
     let egress = recorder.events();
+    let incidents = match hooks.audit.take() {
+        Some(session) => session.finish(&outcome, &egress, &sink.excerpts)?,
+        None => audit_bridge::incidents(&outcome, &egress),
+    };
 
     if let Some(path) = &args.report {
         let report = Report {
             cordon_version: env!("CARGO_PKG_VERSION"),
+            run_id: &run_id,
             command: &args.command,
             cwd: spec.cwd.display().to_string(),
             profile: &profile.origin,
             outcome: &outcome,
             egress: &egress,
+            incidents: &incidents,
             egress_summary: summary.map(|s| EgressTotals {
                 connections: s.connections,
                 allowed: s.allowed,
@@ -267,26 +289,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ) {
             eprintln!("cordon: {msg}");
         }
-        if outcome.denied_calls_total > 0 {
-            let mut names: Vec<&str> = outcome
-                .denied_calls
-                .iter()
-                .map(|c| c.syscall.as_str())
-                .collect();
-            names.sort_unstable();
-            names.dedup();
-            eprintln!(
-                "cordon: {} refused system call(s) from the sensitive set: {}",
-                outcome.denied_calls_total,
-                names.join(", ")
-            );
-        }
-        let denied = egress
-            .iter()
-            .filter(|e| e.decision == cordon_egress::Decision::Deny)
-            .count();
-        if denied > 0 {
-            eprintln!("cordon: {denied} egress attempt(s) denied (see --net-log or --report)");
+        if let Some(line) = incident_summary(&incidents, &outcome) {
+            eprintln!("{line}");
         }
         if outcome.breaches.output_truncated {
             eprintln!(
@@ -298,4 +302,89 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
+}
+
+/// What the audit session needs once the sandbox runs.
+struct AuditPlan {
+    path: PathBuf,
+    started: cordon_audit::RunStarted,
+    code: Option<Vec<u8>>,
+    profile_text: String,
+}
+
+/// The supervisor's callbacks: open the audit store and start the egress
+/// proxy once the sandbox exists (both start threads, which must not exist
+/// when the sandbox is cloned).
+struct RunHooks {
+    egress: Option<cordon_egress::EgressConfig>,
+    recorder: Arc<egress_bridge::Recorder>,
+    proxy: Option<cordon_egress::ProxyHandle>,
+    audit_plan: Option<AuditPlan>,
+    audit: Option<audit_bridge::AuditSession>,
+    run_id: String,
+}
+
+impl cordon_jail::Hooks for RunHooks {
+    fn started(&mut self, started: &cordon_jail::Started) -> Result<(), String> {
+        if let Some(plan) = self.audit_plan.take() {
+            self.audit = Some(audit_bridge::AuditSession::start(
+                &plan.path,
+                self.run_id.clone(),
+                plan.started,
+                started.at,
+                plan.code.as_deref(),
+                &plan.profile_text,
+            )?);
+        }
+        Ok(())
+    }
+
+    fn proxy_listener(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
+        let config = self.egress.take().ok_or("no egress configuration")?;
+        self.proxy = Some(egress_bridge::start(
+            config,
+            listener,
+            Arc::clone(&self.recorder),
+        )?);
+        Ok(())
+    }
+}
+
+/// One line for people: how many incidents, of which kinds, and the refused
+/// system calls by name.
+fn incident_summary(incidents: &[cordon_audit::Incident], outcome: &Outcome) -> Option<String> {
+    if incidents.is_empty() {
+        return None;
+    }
+    let count = |k: cordon_audit::IncidentKind| incidents.iter().filter(|i| i.kind == k).count();
+    let mut parts = Vec::new();
+    let syscalls = count(cordon_audit::IncidentKind::Syscall);
+    if syscalls > 0 {
+        let mut names: Vec<&str> = outcome
+            .denied_calls
+            .iter()
+            .map(|c| c.syscall.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            parts.push(format!("{syscalls} syscall"));
+        } else {
+            parts.push(format!("{syscalls} syscall ({})", names.join(", ")));
+        }
+    }
+    for (kind, word) in [
+        (cordon_audit::IncidentKind::Egress, "egress denied"),
+        (cordon_audit::IncidentKind::Limit, "limit"),
+    ] {
+        let n = count(kind);
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    Some(format!(
+        "cordon: {} incident(s): {} (details: --report, or `cordon audit incidents`)",
+        incidents.len(),
+        parts.join(", ")
+    ))
 }

@@ -35,7 +35,7 @@ pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
 };
 pub use run::{
-    run, run_with_bridge, userns_fix, Bridge, CaptureSink, OutputSink, RunOptions, StdioSink,
+    run, run_with, userns_fix, Hooks, NoHooks, Started, CaptureSink, OutputSink, RunOptions, StdioSink,
     Stream,
 };
 pub use spec::{

@@ -104,38 +104,59 @@ pub fn userns_fix() -> String {
     "allow user namespaces on this host (inside a container: run it with a seccomp profile that permits clone/unshare of user namespaces), or accept the weaker 'process' isolation level in the profile".into()
 }
 
-/// Receives the proxy listener (`NetworkMode::Proxy`) created inside the
-/// sandbox's network namespace, and starts serving it.
-pub type Bridge<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> std::result::Result<(), String>;
+/// What the supervisor tells its caller while a sandbox runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    /// The sandbox's first process (its init), as seen from the host.
+    pub pid: i32,
+    pub at: std::time::SystemTime,
+}
+
+/// Callbacks from the supervisor. They run after the sandbox was cloned,
+/// so they may start threads (which inherit the supervisor's blocked
+/// signals); an error kills the sandbox and fails the run.
+pub trait Hooks {
+    /// The sandbox is running.
+    fn started(&mut self, _started: &Started) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    /// Serve the proxy listener the sandbox made inside its network
+    /// namespace (`NetworkMode::Proxy`).
+    fn proxy_listener(&mut self, _listener: std::net::TcpListener) -> std::result::Result<(), String> {
+        Err("no egress proxy is configured".into())
+    }
+}
+
+/// No callbacks.
+#[derive(Debug, Default)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}
 
 /// Run `spec` to completion.
 pub fn run(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Result<Outcome> {
-    run_with_bridge(spec, sink, options, None)
+    run_with(spec, sink, options, &mut NoHooks)
 }
 
-/// Run `spec` to completion; `bridge` serves the proxy listener.
-pub fn run_with_bridge(
+/// Run `spec` to completion, calling `hooks` along the way.
+pub fn run_with(
     spec: &Spec,
     sink: &mut dyn OutputSink,
     options: RunOptions,
-    mut bridge: Option<Bridge<'_>>,
+    hooks: &mut dyn Hooks,
 ) -> Result<Outcome> {
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec("no command given".into()));
     }
-    if spec.network == NetworkMode::Proxy && bridge.is_none() {
-        return Err(JailError::InvalidSpec(
-            "network mode proxy needs a proxy to serve the listener".into(),
-        ));
-    }
-    match run_level(spec, sink, options, &mut bridge) {
+    match run_level(spec, sink, options, hooks) {
         Err(JailError::Setup {
             layer: Layer::UserNamespace,
             ..
         }) if spec.isolation.allow_weaker && spec.isolation.level == IsolationLevel::Namespaces => {
             let mut weaker = spec.clone();
             weaker.isolation.level = IsolationLevel::Process;
-            run_level(&weaker, sink, options, &mut bridge)
+            run_level(&weaker, sink, options, hooks)
         }
         other => other,
     }
@@ -184,7 +205,7 @@ fn run_level(
     spec: &Spec,
     sink: &mut dyn OutputSink,
     options: RunOptions,
-    bridge: &mut Option<Bridge<'_>>,
+    hooks: &mut dyn Hooks,
 ) -> Result<Outcome> {
     if spec.network == NetworkMode::Proxy && spec.isolation.level == IsolationLevel::Process {
         return Err(JailError::setup(
@@ -345,26 +366,6 @@ fn run_level(
     sys::write_all_fd(sync_wr.as_raw_fd(), b"g").map_err(|e| JailError::io("start sandbox", e))?;
     drop(sync_wr);
 
-    // The proxy listener comes before the workload starts; if the helper
-    // fails first, the socket closes and its report explains why.
-    let mut bridge_error = None;
-    if let (Some(control), Some(bridge), NetworkMode::Proxy) =
-        (&control, bridge.as_mut(), spec.network)
-    {
-        match crate::fdpass::recv_fd(control) {
-            Ok(Some(fd)) => {
-                if let Err(e) = bridge(std::net::TcpListener::from(fd)) {
-                    bridge_error = Some(e);
-                }
-            }
-            Ok(None) => {}
-            Err(e) => bridge_error = Some(format!("cannot receive the proxy listener: {e}")),
-        }
-        if bridge_error.is_some() {
-            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
-        }
-    }
-
     let signals = if options.forward_signals {
         let set = sys::block_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])
             .map_err(|e| JailError::io("block signals", e))?;
@@ -375,6 +376,31 @@ fn run_level(
     } else {
         None
     };
+
+    // Hooks may start threads: block the forwarded signals first, so that
+    // the threads inherit the mask and the signalfd below sees them all.
+    let mut hook_error = hooks
+        .started(&Started {
+            pid,
+            at: std::time::SystemTime::now(),
+        })
+        .err();
+    // The proxy listener comes before the workload starts; if the helper
+    // fails first, the socket closes and its report explains why.
+    if let (None, Some(control), NetworkMode::Proxy) = (&hook_error, &control, spec.network) {
+        match crate::fdpass::recv_fd(control) {
+            Ok(Some(fd)) => {
+                if let Err(e) = hooks.proxy_listener(std::net::TcpListener::from(fd)) {
+                    hook_error = Some(format!("cannot start the egress proxy: {e}"));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => hook_error = Some(format!("cannot receive the proxy listener: {e}")),
+        }
+    }
+    if hook_error.is_some() {
+        let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+    }
 
     let deadline = spec.limits.wall.map(|d| started + d);
     let mut sup = Supervision::new(spec);
@@ -456,12 +482,8 @@ fn run_level(
         pids_limit_hits: stats.pids_limit_hits,
         output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
     };
-    if let Some(e) = bridge_error {
-        return Err(JailError::setup(
-            Layer::NetworkNamespace,
-            format!("cannot start the egress proxy: {e}"),
-            None,
-        ));
+    if let Some(e) = hook_error {
+        return Err(JailError::setup(Layer::NetworkNamespace, e, None));
     }
     let (reason, exit_code, message) = classify(spec, &sup, workload_status, &breaches, raw_status);
     if reason == EndReason::SetupFailed {

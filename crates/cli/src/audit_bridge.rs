@@ -1,0 +1,355 @@
+//! Recording a `cordon run` in the audit store: the run's start (command,
+//! code, resolved profile, enforcement), every egress decision, incidents
+//! (refused system calls, denied egress, limit breaches) and its end.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Context;
+use cordon_audit::{
+    AuditWriter, Decision, Egress, EndReason, Incident, IncidentKind, RunEnded, RunStarted,
+    Severity, StreamSummary,
+};
+use cordon_egress::EgressEvent;
+use cordon_jail::{Outcome, Stream};
+use serde_json::json;
+
+/// Bytes of each output stream kept as an excerpt in the store.
+pub const EXCERPT_BYTES: usize = 16 * 1024;
+
+/// Where the store is, or why there is none.
+pub fn store_path(
+    flag: Option<&Path>,
+    disabled: bool,
+    profile: &cordon_policy::Profile,
+) -> anyhow::Result<Option<PathBuf>> {
+    if disabled || !profile.audit.enabled {
+        return Ok(None);
+    }
+    if let Some(p) = flag {
+        return Ok(Some(p.to_path_buf()));
+    }
+    if let Some(p) = &profile.audit.path {
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        return Ok(Some(cordon_policy::resolve_path(p, &cwd, &home)));
+    }
+    cordon_audit::default_path()
+        .map(Some)
+        .context("cannot find a place for the audit store; name one with --audit PATH, or turn auditing off with --no-audit")
+}
+
+/// The code a run executes when it is given inline or as a script file:
+/// `sh -c CODE`, `python3 -c CODE`, `node -e CODE`, `python3 script.py`.
+pub fn code_of(argv: &[String], cwd: &Path) -> Option<Vec<u8>> {
+    let program = Path::new(argv.first()?).file_name()?.to_str()?;
+    let interpreter = [
+        "sh", "bash", "dash", "zsh", "ksh", "node", "perl", "ruby", "php", "deno", "bun",
+    ]
+    .contains(&program)
+        || program.starts_with("python");
+    if !interpreter {
+        return None;
+    }
+    let mut args = argv[1..].iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-c" | "-e" | "--eval" => return args.next().map(|c| c.as_bytes().to_vec()),
+            s if s.starts_with('-') => continue,
+            file => {
+                let path = cwd.join(file);
+                let meta = std::fs::metadata(&path).ok()?;
+                if meta.is_file() && meta.len() <= 1 << 20 {
+                    return std::fs::read(path).ok();
+                }
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// An open store for one run.
+pub struct AuditSession {
+    pub run_id: String,
+    writer: AuditWriter,
+}
+
+impl AuditSession {
+    /// Open the store and record the start. Called once the sandbox runs
+    /// (the writer has its own thread).
+    pub fn start(
+        path: &Path,
+        run_id: String,
+        started: RunStarted,
+        at: SystemTime,
+        code: Option<&[u8]>,
+        profile_text: &str,
+    ) -> Result<AuditSession, String> {
+        let writer = AuditWriter::open(path).map_err(|e| {
+            format!(
+                "cannot open the audit store {}: {e} (name another with --audit PATH, or run with --no-audit)",
+                path.display()
+            )
+        })?;
+        let mut started = started;
+        if let Some(code) = code {
+            started.code_hash = Some(writer.put_blob(code).map_err(|e| e.to_string())?);
+            started.code_source = Some("script".into());
+        }
+        started.profile_hash = Some(
+            writer
+                .put_blob(profile_text.as_bytes())
+                .map_err(|e| e.to_string())?,
+        );
+        writer
+            .append_at(at, &run_id, started)
+            .map_err(|e| e.to_string())?;
+        Ok(AuditSession { run_id, writer })
+    }
+
+    /// Record the egress decisions, the incidents and the end; wait until
+    /// all of it is durable.
+    pub fn finish(
+        self,
+        outcome: &Outcome,
+        egress: &[EgressEvent],
+        output: &Excerpts,
+    ) -> anyhow::Result<Vec<Incident>> {
+        for e in egress {
+            let event = Egress {
+                method: e.method.clone(),
+                host: e.host.clone(),
+                port: e.port,
+                path: e.path.clone(),
+                bytes_sent: e.bytes_up,
+                bytes_received: e.bytes_down,
+                duration_ms: e.duration.as_millis() as u64,
+                decision: match e.decision {
+                    cordon_egress::Decision::Allow => Decision::Allow,
+                    cordon_egress::Decision::Deny => Decision::Deny,
+                },
+                rule: Some(e.rule.clone()),
+                reason: e.status.map(|s| format!("status {s}")),
+            };
+            self.writer.append_at(e.time, &self.run_id, event)?;
+        }
+        let incidents = incidents(outcome, egress);
+        for i in &incidents {
+            self.writer.append(&self.run_id, i.clone())?;
+        }
+        self.writer
+            .append(&self.run_id, run_ended(outcome, output))?;
+        self.writer
+            .close()
+            .context("cannot commit the audit records")?;
+        Ok(incidents)
+    }
+}
+
+fn run_ended(o: &Outcome, output: &Excerpts) -> RunEnded {
+    use cordon_jail::EndReason as J;
+    let reason = match o.reason {
+        J::Exited => EndReason::Exited,
+        J::Signal => EndReason::Signal,
+        J::Timeout => EndReason::Timeout,
+        J::MemoryLimit => EndReason::MemoryLimit,
+        J::PidsLimit => EndReason::PidsLimit,
+        J::CpuLimit => EndReason::CpuLimit,
+        J::FileSizeLimit => EndReason::FileSizeLimit,
+        J::OutputLimit => EndReason::OutputLimit,
+        J::Interrupted => EndReason::Killed,
+        J::SetupFailed => EndReason::SpawnFailed,
+        J::ExecFailed => EndReason::ExecFailed,
+    };
+    let (exit_code, signal) = match o.status {
+        Some(cordon_jail::WaitStatus::Exited { code }) => (Some(code), None),
+        Some(cordon_jail::WaitStatus::Signaled { signal, .. }) => (None, Some(signal)),
+        None => (Some(o.exit_code), None),
+    };
+    RunEnded {
+        reason,
+        exit_code,
+        signal,
+        wall_ms: o.wall_time.as_millis() as u64,
+        user_ms: o.user_time.as_millis() as u64,
+        sys_ms: o.system_time.as_millis() as u64,
+        peak_memory_bytes: o.peak_memory,
+        stdout: StreamSummary {
+            kept_bytes: o.stdout.kept,
+            dropped_bytes: o.stdout.dropped,
+            excerpt: String::from_utf8_lossy(&output.stdout).into_owned(),
+        },
+        stderr: StreamSummary {
+            kept_bytes: o.stderr.kept,
+            dropped_bytes: o.stderr.dropped,
+            excerpt: String::from_utf8_lossy(&output.stderr).into_owned(),
+        },
+    }
+}
+
+/// How bad a refused system call is: the ones that only make sense as an
+/// escape attempt are critical.
+fn syscall_severity(name: &str) -> Severity {
+    const CRITICAL: &[&str] = &[
+        "mount",
+        "umount2",
+        "pivot_root",
+        "move_mount",
+        "open_tree",
+        "fsopen",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+        "unshare",
+        "setns",
+        "clone",
+        "ptrace",
+        "process_vm_writev",
+        "bpf",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "open_by_handle_at",
+        "userfaultfd",
+        "io_uring_setup",
+    ];
+    if CRITICAL.contains(&name) {
+        Severity::Critical
+    } else {
+        Severity::High
+    }
+}
+
+/// Every boundary attempt and limit breach of a run, classified.
+pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
+    let mut out = Vec::new();
+    for c in &o.denied_calls {
+        out.push(Incident {
+            kind: IncidentKind::Syscall,
+            severity: syscall_severity(&c.syscall),
+            summary: format!("refused {}(2) from pid {}", c.syscall, c.pid),
+            evidence: json!({"syscall": c.syscall, "nr": c.nr, "args": c.args, "pid": c.pid, "at_ms": c.at_ms}),
+        });
+    }
+    if o.denied_calls_total > o.denied_calls.len() as u64 {
+        out.push(Incident {
+            kind: IncidentKind::Syscall,
+            severity: Severity::High,
+            summary: format!(
+                "{} more refused system calls not itemized",
+                o.denied_calls_total - o.denied_calls.len() as u64
+            ),
+            evidence: json!({"total": o.denied_calls_total}),
+        });
+    }
+    if let Some(cordon_jail::WaitStatus::Signaled { signal, .. }) = o.status {
+        if signal == libc::SIGSYS {
+            out.push(Incident {
+                kind: IncidentKind::Syscall,
+                severity: Severity::Critical,
+                summary:
+                    "killed for a system call from a foreign ABI (x32/i386) or a forbidden call"
+                        .into(),
+                evidence: json!({"signal": signal}),
+            });
+        }
+    }
+    for e in egress
+        .iter()
+        .filter(|e| e.decision == cordon_egress::Decision::Deny)
+    {
+        out.push(Incident {
+            kind: IncidentKind::Egress,
+            severity: Severity::Medium,
+            summary: format!("egress to {}:{} denied ({})", e.host, e.port, e.rule),
+            evidence: json!({"method": e.method, "host": e.host, "port": e.port, "rule": e.rule}),
+        });
+    }
+    let limit = |severity, summary: String, evidence| Incident {
+        kind: IncidentKind::Limit,
+        severity,
+        summary,
+        evidence,
+    };
+    let b = &o.breaches;
+    if b.oom_kills > 0 {
+        out.push(limit(
+            Severity::Medium,
+            format!("memory limit: {} OOM kill(s)", b.oom_kills),
+            json!({"oom_kills": b.oom_kills, "limit": o.limits.memory}),
+        ));
+    }
+    if b.pids_limit_hits > 0 {
+        out.push(limit(
+            Severity::Medium,
+            format!("process limit hit {} time(s)", b.pids_limit_hits),
+            json!({"hits": b.pids_limit_hits, "limit": o.limits.pids}),
+        ));
+    }
+    match o.reason {
+        cordon_jail::EndReason::Timeout => out.push(limit(
+            Severity::Low,
+            "wall-clock deadline reached".into(),
+            json!({"limit_seconds": o.limits.wall.map(|d| d.as_secs_f64())}),
+        )),
+        cordon_jail::EndReason::CpuLimit => out.push(limit(
+            Severity::Low,
+            "CPU time limit reached".into(),
+            json!({}),
+        )),
+        cordon_jail::EndReason::FileSizeLimit => out.push(limit(
+            Severity::Low,
+            "file size limit reached".into(),
+            json!({"limit": o.limits.file_size}),
+        )),
+        _ => {}
+    }
+    if b.output_truncated {
+        out.push(limit(
+            Severity::Low,
+            "output cut at its limit".into(),
+            json!({"stdout_dropped": o.stdout.dropped, "stderr_dropped": o.stderr.dropped}),
+        ));
+    }
+    out
+}
+
+/// The first bytes of each stream, for the store.
+#[derive(Debug, Default)]
+pub struct Excerpts {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Passes output on to this process's stdout/stderr and keeps an excerpt.
+#[derive(Debug, Default)]
+pub struct TeeSink {
+    pub excerpts: Excerpts,
+    keep: bool,
+}
+
+impl TeeSink {
+    pub fn new(keep: bool) -> TeeSink {
+        TeeSink {
+            excerpts: Excerpts::default(),
+            keep,
+        }
+    }
+}
+
+impl cordon_jail::OutputSink for TeeSink {
+    fn write(&mut self, stream: Stream, data: &[u8]) {
+        cordon_jail::StdioSink.write(stream, data);
+        if self.keep {
+            let buf = match stream {
+                Stream::Stdout => &mut self.excerpts.stdout,
+                Stream::Stderr => &mut self.excerpts.stderr,
+            };
+            let room = EXCERPT_BYTES.saturating_sub(buf.len());
+            buf.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+}
