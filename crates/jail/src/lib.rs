@@ -35,10 +35,10 @@ pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
 };
 pub use run::{
-    run, run_with, userns_fix, Hooks, NoHooks, Started, CaptureSink, OutputSink, RunOptions, StdioSink,
-    Stream,
+    run, run_with, userns_fix, CaptureSink, Hooks, NoHooks, OutputSink, RunOptions, Started,
+    StdioSink, Stream,
 };
 pub use spec::{
-    Bind, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction, Spec,
-    StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
+    Bind, FileOverlay, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction,
+    Spec, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
 };

@@ -60,6 +60,7 @@ pub(crate) struct Plan {
     etc_binds: Vec<PlannedBind>,
     user_binds: Vec<PlannedBind>,
     tmp_options: CString,
+    files: Vec<crate::spec::FileOverlay>,
 }
 
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
@@ -75,6 +76,7 @@ impl Plan {
             etc_links: Vec::new(),
             etc_binds: Vec::new(),
             user_binds: Vec::new(),
+            files: spec.files.clone(),
             tmp_options: CString::new(format!(
                 "size={},nr_inodes={},mode=1777",
                 spec.tmp_size.max(4096),
@@ -186,6 +188,7 @@ impl Plan {
             .map(|b| (b.path.clone(), b.writable, b.dir))
             .collect();
         out.push((PathBuf::from("/etc"), false, true));
+        out.extend(self.files.iter().map(|f| (f.path.clone(), false, false)));
         out
     }
 
@@ -292,6 +295,7 @@ impl Plan {
             bind(root, b, src.as_fd())?;
         }
         drop((system, etc_src, user, dev));
+        self.place_files(root)?;
 
         build_proc(root)?;
 
@@ -316,6 +320,68 @@ impl Plan {
         )
         .map_err(|e| fs_err(format!("open /: {e}"), None))?;
         set_attrs(new_root.as_fd(), Path::new("/"), readonly(), false)?;
+        Ok(())
+    }
+
+    /// Write the overlay files into a private tmpfs, bind each over its
+    /// target (read-only), then detach the tmpfs: only the binds remain.
+    fn place_files(&self, root: BorrowedFd<'_>) -> Result<()> {
+        if self.files.is_empty() {
+            return Ok(());
+        }
+        for f in &self.files {
+            if !f.path.is_absolute() || f.path.starts_with("/proc") || f.path.starts_with("/dev") {
+                return Err(fs_err(
+                    format!(
+                        "{}: overlay files need an absolute path outside /proc and /dev",
+                        f.path.display()
+                    ),
+                    None,
+                ));
+            }
+        }
+        let total: usize = self.files.iter().map(|f| f.contents.len() + 4096).sum();
+        let staging_path = Path::new("/.cordon-files");
+        let staging = make_target(root, staging_path, true)?;
+        let options = CString::new(format!("size={},mode=0755", total + 65536))
+            .map_err(|_| fs_err("bad tmpfs options".into(), None))?;
+        sys::mount(
+            Some(c"tmpfs"),
+            &sys::fd_path(staging.as_fd()),
+            Some(c"tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(&options),
+        )
+        .map_err(|e| fs_err(format!("cannot mount the staging tmpfs: {e}"), None))?;
+        drop(staging);
+        let staging = reopen(root, staging_path)?;
+        for (i, f) in self.files.iter().enumerate() {
+            let name = format!("f{i}");
+            write_file(staging.as_fd(), &name, &f.contents)?;
+            let src = rustix::fs::openat(
+                staging.as_fd(),
+                name.as_str(),
+                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
+            .map_err(|e| fs_err(format!("{}: {e}", f.path.display()), None))?;
+            let b = PlannedBind {
+                path: f.path.clone(),
+                writable: false,
+                dir: false,
+            };
+            bind(root, &b, src.as_fd())?;
+        }
+        drop(staging);
+        let staging = reopen(root, staging_path)?;
+        rustix::mount::unmount(
+            sys::fd_path(staging.as_fd()).as_c_str(),
+            rustix::mount::UnmountFlags::DETACH,
+        )
+        .map_err(|e| fs_err(format!("cannot detach the staging tmpfs: {e}"), None))?;
+        drop(staging);
+        rustix::fs::unlinkat(root, relative(staging_path), rustix::fs::AtFlags::REMOVEDIR)
+            .map_err(|e| fs_err(format!("cannot remove the staging directory: {e}"), None))?;
         Ok(())
     }
 

@@ -123,7 +123,10 @@ pub trait Hooks {
 
     /// Serve the proxy listener the sandbox made inside its network
     /// namespace (`NetworkMode::Proxy`).
-    fn proxy_listener(&mut self, _listener: std::net::TcpListener) -> std::result::Result<(), String> {
+    fn proxy_listener(
+        &mut self,
+        _listener: std::net::TcpListener,
+    ) -> std::result::Result<(), String> {
         Err("no egress proxy is configured".into())
     }
 }

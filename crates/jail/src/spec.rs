@@ -41,6 +41,18 @@ pub struct Spec {
     pub stdin: StdinMode,
     /// Hostname inside the UTS namespace.
     pub hostname: String,
+    /// Read-only files placed inside at the given paths, over whatever the
+    /// binds put there (for example a CA bundle that adds cordon's per-run
+    /// certificate authority to the system's).
+    pub files: Vec<FileOverlay>,
+}
+
+/// A file that exists only inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileOverlay {
+    /// Absolute path inside.
+    pub path: PathBuf,
+    pub contents: Vec<u8>,
 }
 
 /// A host path bound into the sandbox at the same path.
@@ -185,6 +197,7 @@ impl Spec {
             accept_missing: Vec::new(),
             stdin: StdinMode::Inherit,
             hostname: "cordon".into(),
+            files: Vec::new(),
         }
     }
 }

@@ -1,0 +1,94 @@
+//! The jail as a library: `Spec` in, `Outcome` out, with real namespaces.
+
+use std::path::PathBuf;
+
+use cordon_jail::{run, Bind, CaptureSink, FileOverlay, RunOptions, Spec};
+
+fn userns() -> bool {
+    let ok = cordon_jail::host::probe().user_namespaces.ok;
+    if !ok {
+        if std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_some() {
+            panic!("user namespaces are required");
+        }
+        eprintln!("SKIPPED: user namespaces are unavailable on this host");
+    }
+    ok
+}
+
+fn spec(argv: &[&str]) -> Spec {
+    let mut s = Spec::new(
+        argv.iter().map(|a| a.to_string()).collect(),
+        PathBuf::from("/tmp"),
+    );
+    s.limits.wall = Some(std::time::Duration::from_secs(20));
+    s.limits.output = Some(1 << 20);
+    s
+}
+
+#[test]
+fn overlay_files_replace_bound_files_read_only() {
+    if !userns() {
+        return;
+    }
+    let mut s = spec(&[
+        "/bin/sh",
+        "-c",
+        "cat /etc/ssl/certs/ca-certificates.crt; cat /opt-new/file.txt; echo x > /etc/ssl/certs/ca-certificates.crt || echo ro; ls -a / | grep -c cordon-files",
+    ]);
+    s.files.push(FileOverlay {
+        path: "/etc/ssl/certs/ca-certificates.crt".into(),
+        contents: b"BUNDLE-PLUS-CA\n".to_vec(),
+    });
+    s.files.push(FileOverlay {
+        path: "/opt-new/file.txt".into(),
+        contents: b"NEW\n".to_vec(),
+    });
+    let mut out = CaptureSink::default();
+    let o = run(
+        &s,
+        &mut out,
+        RunOptions {
+            forward_signals: false,
+        },
+    )
+    .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(o.exit_code, 1, "grep -c finds no staging dir: {stdout}");
+    assert!(stdout.starts_with("BUNDLE-PLUS-CA\nNEW\n"), "{stdout}");
+    assert!(stdout.contains("ro"), "overlay must be read-only: {stdout}");
+    assert!(
+        stdout.trim_end().ends_with('0'),
+        "staging directory visible: {stdout}"
+    );
+    // The host's bundle is untouched.
+    let host = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+    assert!(!host.contains("BUNDLE-PLUS-CA"));
+}
+
+#[test]
+fn capture_sink_and_binds_through_the_library() {
+    if !userns() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = std::fs::canonicalize(dir.path()).expect("canonical");
+    std::fs::write(dir.join("in.txt"), "library\n").expect("write");
+    let mut s = spec(&["/bin/cat", "in.txt"]);
+    s.cwd = dir.clone();
+    s.binds.push(Bind {
+        path: dir,
+        writable: false,
+    });
+    let mut out = CaptureSink::default();
+    let o = run(
+        &s,
+        &mut out,
+        RunOptions {
+            forward_signals: false,
+        },
+    )
+    .expect("run");
+    assert_eq!(o.exit_code, 0);
+    assert_eq!(out.stdout, b"library\n");
+    assert_eq!(o.stdout.kept, 8);
+}
