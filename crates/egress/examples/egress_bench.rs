@@ -27,6 +27,7 @@ struct Args {
     conns: usize,
     peer: Option<SocketAddr>,
     peer_name: String,
+    skip_http: bool,
 }
 
 fn args() -> Args {
@@ -36,6 +37,7 @@ fn args() -> Args {
         conns: 4,
         peer: None,
         peer_name: "tinyproxy".into(),
+        skip_http: false,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -46,6 +48,7 @@ fn args() -> Args {
             "--conns" => a.conns = v[i + 1].parse().unwrap(),
             "--peer" => a.peer = Some(v[i + 1].parse().unwrap()),
             "--peer-name" => a.peer_name = v[i + 1].clone(),
+            "--skip-http" => a.skip_http = v[i + 1] == "1",
             other => panic!("unknown option {other}"),
         }
         i += 2;
@@ -119,9 +122,10 @@ fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// Reads one response (head + Content-Length body); returns whether the
-/// server will close the connection.
-fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>, have: &mut usize) -> bool {
+/// Reads one response (head + Content-Length body). `None` when the server
+/// closed before sending a byte (a keep-alive connection it did not keep);
+/// otherwise whether the server will close the connection.
+fn read_response(s: &mut TcpStream, buf: &mut [u8], have: &mut usize) -> Option<bool> {
     loop {
         if let Some(end) = find_head_end(&buf[..*have]) {
             let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
@@ -142,10 +146,13 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>, have: &mut usize) -> bool
             let close = head.contains("connection: close") || head.starts_with("http/1.0");
             buf.copy_within(end + len..*have, 0);
             *have -= end + len;
-            return close;
+            return Some(close);
         }
-        let n = s.read(&mut buf[*have..]).unwrap();
-        assert!(n > 0, "closed before a response");
+        let n = s.read(&mut buf[*have..]).unwrap_or(0);
+        if n == 0 {
+            assert_eq!(*have, 0, "closed mid-head");
+            return None;
+        }
         *have += n;
     }
 }
@@ -153,29 +160,63 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>, have: &mut usize) -> bool
 #[derive(Clone)]
 struct Route {
     connect_to: SocketAddr,
-    request: Vec<u8>,
+    /// `Host`/target part of the request: `GET {target} HTTP/1.1`.
+    target: String,
+    host: String,
 }
 
-/// Runs `n` sequential requests on keep-alive connections (reconnecting
-/// when the server asks to close); returns each request's latency.
-fn run_client(route: &Route, n: usize) -> (Vec<Duration>, usize) {
-    let mut lat = Vec::with_capacity(n);
-    let mut conns = 1;
-    let mut s = TcpStream::connect(route.connect_to).unwrap();
+impl Route {
+    fn request(&self, close: bool) -> Vec<u8> {
+        format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: bench\r\nAccept: */*\r\n{}\r\n",
+            self.target,
+            self.host,
+            if close { "Connection: close\r\n" } else { "" }
+        )
+        .into_bytes()
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Runs `n` sequential requests and returns each one's latency and how many
+/// connections were opened. `close_each`: a new connection per request
+/// (`Connection: close`); otherwise keep-alive, reconnecting (and counting
+/// the retry in the latency) whenever the server does not keep it.
+fn run_client(route: &Route, n: usize, close_each: bool) -> (Vec<Duration>, usize) {
+    let request = route.request(close_each);
+    let mut lat = Vec::with_capacity(n);
+    let mut conns = 0;
+    let mut s: Option<TcpStream> = None;
     let mut buf = vec![0u8; 16 * 1024];
     let mut have = 0;
     for _ in 0..n {
         let t = Instant::now();
-        s.write_all(&route.request).unwrap();
-        let close = read_response(&mut s, &mut buf, &mut have);
-        lat.push(t.elapsed());
-        if close {
-            s = TcpStream::connect(route.connect_to).unwrap();
-            s.set_nodelay(true).unwrap();
-            have = 0;
-            conns += 1;
+        loop {
+            let conn = s.get_or_insert_with(|| {
+                conns += 1;
+                have = 0;
+                connect(route.connect_to)
+            });
+            let sent = conn.write_all(&request).is_ok();
+            match sent
+                .then(|| read_response(conn, &mut buf, &mut have))
+                .flatten()
+            {
+                Some(close) => {
+                    if close {
+                        s = None;
+                    }
+                    break;
+                }
+                None => s = None,
+            }
         }
+        lat.push(t.elapsed());
     }
     (lat, conns)
 }
@@ -187,11 +228,11 @@ struct HttpResult {
     conns: usize,
 }
 
-fn measure_http(route: &Route, requests: usize, conns: usize) -> HttpResult {
+fn measure_http(route: &Route, requests: usize, conns: usize, close_each: bool) -> HttpResult {
     // Warm-up.
-    run_client(route, 200);
+    run_client(route, 200, close_each);
     // Latency: one client, sequential.
-    let (mut lat, _) = run_client(route, requests / 2);
+    let (mut lat, _) = run_client(route, requests / 2, close_each);
     lat.sort();
     let median = lat[lat.len() / 2];
     let p99 = lat[lat.len() * 99 / 100];
@@ -201,7 +242,7 @@ fn measure_http(route: &Route, requests: usize, conns: usize) -> HttpResult {
     let handles: Vec<_> = (0..conns)
         .map(|_| {
             let r = route.clone();
-            std::thread::spawn(move || run_client(&r, per))
+            std::thread::spawn(move || run_client(&r, per, close_each))
         })
         .collect();
     let mut opened = 0;
@@ -215,6 +256,19 @@ fn measure_http(route: &Route, requests: usize, conns: usize) -> HttpResult {
         p99,
         conns: opened,
     }
+}
+
+/// CPU time (user + system) of this whole process so far, all threads.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // Fields 14 and 15 (utime, stime) are at 11 and 12 after the state.
+    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 /// Reads everything from a connection; returns bytes/second.
@@ -281,6 +335,15 @@ fn main() {
     };
     // Events go to a sink that drops them; building and redacting each
     // event is still measured.
+    // A second proxy relays tunnels by copying through user space
+    // (CORDON_EGRESS_NO_SPLICE), for comparison.
+    std::env::set_var("CORDON_EGRESS_NO_SPLICE", "1");
+    let copy_proxy = Egress::new(cfg.clone())
+        .unwrap()
+        .with_sink(Arc::new(NullSink))
+        .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
+        .unwrap();
+    std::env::remove_var("CORDON_EGRESS_NO_SPLICE");
     let proxy = Egress::new(cfg)
         .unwrap()
         .with_sink(Arc::new(NullSink))
@@ -291,75 +354,113 @@ fn main() {
     // Bulk: alternate direct and tunnel, best of 3 each.
     let mut direct = 0.0f64;
     let mut tunnel = 0.0f64;
+    let mut copied = 0.0f64;
+    let (mut direct_cpu, mut tunnel_cpu, mut copy_cpu) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     for _ in 0..3 {
+        let c0 = cpu_time();
         direct = direct.max(bulk_direct(bulk, bulk_bytes));
+        let c1 = cpu_time();
         tunnel = tunnel.max(bulk_tunnel(paddr, bulk_bytes));
+        let c2 = cpu_time();
+        copied = copied.max(bulk_tunnel(copy_proxy.local_addr(), bulk_bytes));
+        let c3 = cpu_time();
+        direct_cpu += c1 - c0;
+        tunnel_cpu += c2 - c1;
+        copy_cpu += c3 - c2;
     }
+    copy_proxy.shutdown();
+    let gib = 3.0 * bulk_bytes as f64 / (1u64 << 30) as f64;
+    let per_gib = |d: Duration| d.as_secs_f64() / gib * 1e3;
 
     let direct_route = Route {
         connect_to: origin,
-        request:
-            b"GET /small HTTP/1.1\r\nHost: bench.test\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
-                .to_vec(),
+        target: "/small".into(),
+        host: "bench.test".into(),
     };
     let cordon_route = Route {
         connect_to: paddr,
-        request: b"GET http://bench.test/small HTTP/1.1\r\nHost: bench.test\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n".to_vec(),
+        target: "http://bench.test/small".into(),
+        host: "bench.test".into(),
     };
-    let d = measure_http(&direct_route, a.requests, a.conns);
-    let c = measure_http(&cordon_route, a.requests, a.conns);
-    let peer = a.peer.map(|p| {
-        let route = Route {
-            connect_to: p,
-            request: format!(
-                "GET http://{origin}/small HTTP/1.1\r\nHost: {origin}\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
-            )
-            .into_bytes(),
-        };
-        measure_http(&route, a.requests, a.conns)
+    let peer_route = a.peer.map(|p| Route {
+        connect_to: p,
+        target: format!("http://{origin}/small"),
+        host: origin.to_string(),
     });
+    let mut tables = Vec::new();
+    for close_each in [false, true] {
+        if a.skip_http {
+            break;
+        }
+        let d = measure_http(&direct_route, a.requests, a.conns, close_each);
+        let c = measure_http(&cordon_route, a.requests, a.conns, close_each);
+        let p = peer_route
+            .as_ref()
+            .map(|r| measure_http(r, a.requests, a.conns, close_each));
+        tables.push((close_each, d, c, p));
+    }
     let summary = proxy.shutdown();
 
     let gbit = |b: f64| b * 8.0 / 1e9;
     println!("### Bulk transfer ({} MiB, best of 3)\n", a.bulk_mb);
-    println!("| path | throughput | ratio to direct |");
-    println!("|---|---:|---:|");
-    println!("| direct TCP | {:.2} Gbit/s | 1.00x |", gbit(direct));
+    println!("| path | throughput | ratio to direct | CPU time per GiB (all threads: sender, receiver, proxy) |");
+    println!("|---|---:|---:|---:|");
     println!(
-        "| cordon CONNECT tunnel | {:.2} Gbit/s | {:.2}x |",
+        "| direct TCP | {:.2} Gbit/s | 1.00x | {:.0} ms |",
+        gbit(direct),
+        per_gib(direct_cpu)
+    );
+    println!(
+        "| cordon CONNECT tunnel (splice, default) | {:.2} Gbit/s | {:.2}x | {:.0} ms |",
         gbit(tunnel),
-        tunnel / direct
+        tunnel / direct,
+        per_gib(tunnel_cpu)
     );
     println!(
-        "\n### Small plain-HTTP requests ({} requests; rate with {} keep-alive clients, latency with 1)\n",
-        a.requests, a.conns
+        "| cordon CONNECT tunnel (user-space copy, 64/256 KiB buffers) | {:.2} Gbit/s | {:.2}x | {:.0} ms |",
+        gbit(copied),
+        copied / direct,
+        per_gib(copy_cpu)
     );
-    println!("| path | requests/s | median latency | added median latency | p99 latency | client connections opened |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    let row = |name: &str, r: &HttpResult| {
-        let added = r.median.as_secs_f64() - d.median.as_secs_f64();
+    for (close_each, d, c, p) in &tables {
         println!(
-            "| {name} | {:.0} | {:.1} µs | {} | {:.1} µs | {} |",
-            r.rate,
-            r.median.as_secs_f64() * 1e6,
-            if name == "direct" {
-                "–".to_string()
+            "\n### Small plain-HTTP requests, {} ({} requests; rate with {} concurrent clients, latency with 1)\n",
+            if *close_each {
+                "a new connection per request"
             } else {
-                format!("{:.1} µs", added * 1e6)
+                "keep-alive clients"
             },
-            r.p99.as_secs_f64() * 1e6,
-            r.conns
+            a.requests,
+            a.conns
         );
-    };
-    row("direct", &d);
-    row("cordon", &c);
-    if let Some(p) = &peer {
-        row(&a.peer_name, p);
-        println!(
-            "\ncordon / {} request rate: {:.2}x",
-            a.peer_name,
-            c.rate / p.rate
-        );
+        println!("| path | requests/s | median latency | added median latency | p99 latency | connections opened (rate run) |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        let row = |name: &str, r: &HttpResult| {
+            let added = r.median.as_secs_f64() - d.median.as_secs_f64();
+            println!(
+                "| {name} | {:.0} | {:.1} µs | {} | {:.1} µs | {} |",
+                r.rate,
+                r.median.as_secs_f64() * 1e6,
+                if name == "direct" {
+                    "–".to_string()
+                } else {
+                    format!("{:.1} µs", added * 1e6)
+                },
+                r.p99.as_secs_f64() * 1e6,
+                r.conns
+            );
+        };
+        row("direct", d);
+        row("cordon", c);
+        if let Some(p) = p {
+            row(&a.peer_name, p);
+            println!(
+                "\ncordon / {}: request rate {:.2}x",
+                a.peer_name,
+                c.rate / p.rate
+            );
+        }
     }
     println!(
         "\ncordon proxy totals: {} connections, {} events",

@@ -38,6 +38,7 @@ mod limits;
 mod proxy;
 mod rules;
 pub mod sni;
+mod splice;
 mod stream;
 
 use std::future::Future;

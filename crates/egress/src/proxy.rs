@@ -37,9 +37,10 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waiting for an upstream response head.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(120);
-/// Tunnel buffers: sandbox -> destination and destination -> sandbox.
-const TUNNEL_UP_BUF: usize = 16 * 1024;
-const TUNNEL_DOWN_BUF: usize = 64 * 1024;
+/// Tunnel buffers when splice(2) is not available: sandbox -> destination
+/// and destination -> sandbox.
+const TUNNEL_UP_BUF: usize = 64 * 1024;
+const TUNNEL_DOWN_BUF: usize = 256 * 1024;
 /// How long shutdown waits for connections to notice before cutting them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -129,6 +130,8 @@ struct Shared {
     interceptor: Option<Arc<dyn TlsInterceptor>>,
     limiter: Arc<Limiter>,
     stats: Stats,
+    /// Relay tunnels with splice(2) (off: copy through user space).
+    splice: bool,
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -158,6 +161,7 @@ impl Egress {
                 interceptor: None,
                 limiter,
                 stats: Stats::default(),
+                splice: std::env::var_os("CORDON_EGRESS_NO_SPLICE").is_none(),
             }),
         })
     }
@@ -1247,18 +1251,18 @@ async fn splice(
     if !charge(shared, &att, &applicable, buffered.len()) {
         return;
     }
-    let metered = Metered::new(
-        stream,
-        att.meter.clone(),
-        shared.limiter.clone(),
-        applicable,
-    );
     if needs_sni {
         if let Some(icpt) = shared
             .interceptor
             .as_ref()
             .filter(|i| i.intercepts(host, port))
         {
+            let metered = Metered::new(
+                stream,
+                att.meter.clone(),
+                shared.limiter.clone(),
+                applicable,
+            );
             let tunnel = InterceptedTunnel {
                 sandbox_id: shared.cfg.cfg.sandbox_id.clone(),
                 host: host.to_string(),
@@ -1276,7 +1280,28 @@ async fn splice(
         return;
     }
     drop(buffered);
-    let mut metered = metered;
+    if let Some(pipes) = shared.splice.then(crate::splice::Pipes::new).flatten() {
+        // Zero-copy relay; counting and limits per spliced chunk.
+        let count = |n: usize, up: bool| -> io::Result<()> {
+            let ctr = if up { &att.meter.up } else { &att.meter.down };
+            ctr.fetch_add(n as u64, Ordering::Relaxed);
+            if let Err(hit) = shared.limiter.charge(&applicable, n) {
+                att.meter.record_hit(&hit);
+                return Err(io::Error::other(hit.rule()));
+            }
+            Ok(())
+        };
+        let on_up = |n: usize| count(n, true);
+        let on_down = |n: usize| count(n, false);
+        let _ = crate::splice::bidirectional(&stream, &upstream, &pipes, &on_up, &on_down).await;
+        return;
+    }
+    let mut metered = Metered::new(
+        stream,
+        att.meter.clone(),
+        shared.limiter.clone(),
+        applicable,
+    );
     let _ = tokio::io::copy_bidirectional_with_sizes(
         &mut metered,
         &mut upstream,

@@ -1,0 +1,100 @@
+//! Zero-copy tunnel relay with splice(2): socket -> pipe -> socket, so the
+//! bytes never enter user space. Falls back to a copying relay when a pipe
+//! cannot be had.
+
+use std::io;
+use std::os::fd::OwnedFd;
+
+use rustix::net::Shutdown;
+use rustix::pipe::{pipe_with, splice, PipeFlags, SpliceFlags};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// Kernel pipe buffer per direction (the kernel default is 64 KiB).
+const PIPE_SIZE: usize = 256 * 1024;
+
+struct Pipe {
+    r: OwnedFd,
+    w: OwnedFd,
+    size: usize,
+}
+
+impl Pipe {
+    fn new() -> io::Result<Self> {
+        let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+        // A larger pipe moves more per system call; keep the default when
+        // the per-user pipe budget says no.
+        let size = rustix::pipe::fcntl_setpipe_size(&w, PIPE_SIZE).unwrap_or(64 * 1024);
+        Ok(Self { r, w, size })
+    }
+}
+
+/// Pipes for both directions; `None` when the process is out of
+/// descriptors or pipe buffers (the caller then copies instead).
+pub(crate) struct Pipes(Pipe, Pipe);
+
+impl Pipes {
+    pub(crate) fn new() -> Option<Self> {
+        Some(Self(Pipe::new().ok()?, Pipe::new().ok()?))
+    }
+}
+
+fn flags() -> SpliceFlags {
+    SpliceFlags::MOVE | SpliceFlags::NONBLOCK
+}
+
+/// Relays `src` to `dst` until `src` ends, then half-closes `dst`.
+/// `on_bytes` sees every chunk before it is written and may stop the relay.
+async fn one_way(
+    src: &TcpStream,
+    dst: &TcpStream,
+    pipe: &Pipe,
+    on_bytes: &(dyn Fn(usize) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    loop {
+        // The pipe is empty here, so EAGAIN can only come from the socket.
+        let n = loop {
+            src.readable().await?;
+            match src.try_io(Interest::READABLE, || {
+                splice(src, None, &pipe.w, None, pipe.size, flags()).map_err(io::Error::from)
+            }) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            let _ = rustix::net::shutdown(dst, Shutdown::Write);
+            return Ok(());
+        }
+        on_bytes(n)?;
+        let mut left = n;
+        while left > 0 {
+            dst.writable().await?;
+            match dst.try_io(Interest::WRITABLE, || {
+                splice(&pipe.r, None, dst, None, left, flags()).map_err(io::Error::from)
+            }) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(m) => left -= m,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Relays both ways until both sides have finished sending, or either
+/// fails or a callback stops it.
+pub(crate) async fn bidirectional(
+    client: &TcpStream,
+    upstream: &TcpStream,
+    pipes: &Pipes,
+    on_up: &(dyn Fn(usize) -> io::Result<()> + Sync),
+    on_down: &(dyn Fn(usize) -> io::Result<()> + Sync),
+) -> io::Result<()> {
+    tokio::try_join!(
+        one_way(client, upstream, &pipes.0, on_up),
+        one_way(upstream, client, &pipes.1, on_down),
+    )?;
+    Ok(())
+}
