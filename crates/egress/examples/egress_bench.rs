@@ -28,6 +28,7 @@ struct Args {
     peer: Option<SocketAddr>,
     peer_name: String,
     skip_http: bool,
+    threads: usize,
 }
 
 fn args() -> Args {
@@ -38,6 +39,7 @@ fn args() -> Args {
         peer: None,
         peer_name: "tinyproxy".into(),
         skip_http: false,
+        threads: 1,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -49,6 +51,7 @@ fn args() -> Args {
             "--peer" => a.peer = Some(v[i + 1].parse().unwrap()),
             "--peer-name" => a.peer_name = v[i + 1].clone(),
             "--skip-http" => a.skip_http = v[i + 1] == "1",
+            "--proxy-threads" => a.threads = v[i + 1].parse().unwrap(),
             other => panic!("unknown option {other}"),
         }
         i += 2;
@@ -346,6 +349,7 @@ fn main() {
     std::env::remove_var("CORDON_EGRESS_NO_SPLICE");
     let proxy = Egress::new(cfg)
         .unwrap()
+        .with_threads(a.threads)
         .with_sink(Arc::new(NullSink))
         .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
         .unwrap();

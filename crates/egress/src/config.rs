@@ -23,8 +23,11 @@ pub enum Unlisted {
 
 /// A rate limit for the hosts a rule covers: at most `requests` requests
 /// (plain HTTP requests, tunnels) and `bytes` bytes (both directions) per
-/// `per`, as a token bucket that holds one interval's worth. Each host the
-/// rule matches gets its own bucket.
+/// `per`, as a token bucket that holds one interval's worth and refills
+/// continuously. One bucket per rule, shared by every host the rule matches
+/// (so `*.example.com` limits the whole domain; list hosts separately for
+/// separate budgets). Over the request budget: HTTP 429 (SOCKS5: refused);
+/// over the byte budget: the transfer is cut and later requests get 429.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimit {
     pub host: HostRule,

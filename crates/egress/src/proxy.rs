@@ -137,6 +137,7 @@ struct Shared {
 /// A configured proxy, ready to serve a listener.
 pub struct Egress {
     shared: Arc<Shared>,
+    threads: usize,
 }
 
 impl fmt::Debug for Egress {
@@ -163,6 +164,7 @@ impl Egress {
                 stats: Stats::default(),
                 splice: std::env::var_os("CORDON_EGRESS_NO_SPLICE").is_none(),
             }),
+            threads: 1,
         })
     }
 
@@ -183,6 +185,13 @@ impl Egress {
         self.edit(|s| s.approver = approver)
     }
 
+    /// Runtime threads for [`Egress::spawn`]: 1 (the default) runs a
+    /// single-threaded runtime, more a multi-threaded one.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
     /// Hands TLS tunnels to chosen hosts to an interceptor.
     pub fn with_tls_interceptor(self, interceptor: Arc<dyn TlsInterceptor>) -> Self {
         self.edit(|s| s.interceptor = Some(interceptor))
@@ -196,7 +205,14 @@ impl Egress {
             .set_nonblocking(true)
             .map_err(EgressError::Listener)?;
         let local_addr = listener.local_addr().map_err(EgressError::Listener)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
+        let mut builder = if self.threads <= 1 {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(self.threads).thread_name("cordon-egress");
+            b
+        };
+        let rt = builder
             .enable_io()
             .enable_time()
             .build()

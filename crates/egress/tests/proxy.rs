@@ -366,7 +366,8 @@ fn connect_plain_tcp_and_socks5() {
     let echo = echo_server();
     let http = HttpServer::start();
     let mut cfg = base(&http);
-    cfg.allow.extend(rules(&["echo.test:7000", "127.0.0.1"]));
+    cfg.allow
+        .extend(rules(&["echo.test:7000", "127.0.0.1", "::1"]));
     cfg.resolve_overrides
         .extend(overrides(&[("echo.test:7000", echo)]));
     let p = Proxy::start(cfg);
@@ -411,6 +412,15 @@ fn connect_plain_tcp_and_socks5() {
         2,
         "loopback literal must be refused"
     );
+    let mut v6 = vec![4];
+    v6.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    v6.extend_from_slice(&http.addr.port().to_be_bytes());
+    assert_eq!(socks5(p.addr, 1, &v6).0[1], 2, "[::1] must be refused");
+    assert_eq!(
+        socks5(p.addr, 1, &[9, 0, 0]).0[1],
+        8,
+        "unknown address type"
+    );
     // No acceptable auth method.
     let mut s = TcpStream::connect(p.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -420,7 +430,7 @@ fn connect_plain_tcp_and_socks5() {
     assert_eq!(b, [5, 0xff]);
 
     let (ev, _) = p.finish();
-    assert_eq!(ev.len(), 7, "{ev:#?}");
+    assert_eq!(ev.len(), 9, "{ev:#?}");
     let c = &ev.iter().find(|e| e.protocol == Protocol::Connect).unwrap();
     assert_eq!(
         c.bytes_up as usize,
@@ -431,7 +441,11 @@ fn connect_plain_tcp_and_socks5() {
         .iter()
         .filter(|e| e.protocol == Protocol::Socks5)
         .collect();
-    assert_eq!(socks.len(), 6);
+    assert_eq!(socks.len(), 8);
+    assert!(socks.iter().any(|e| e.rule == "private-address ::1"));
+    assert!(socks
+        .iter()
+        .any(|e| e.rule == "unsupported: SOCKS5 address type"));
     assert!(socks.iter().any(|e| e.rule == "unsupported: SOCKS5 BIND"));
     assert!(socks
         .iter()
