@@ -242,3 +242,217 @@ pub fn assert_no_process_with(marker: &str) {
 pub fn marker(name: &str) -> String {
     format!("cordonmark{}x{}", name, std::process::id())
 }
+
+// ---- Running cordon in the background, host witnesses, enforcement ----
+
+/// A `cordon run` started in the background, for tests that act on it while
+/// it runs (signals, sampling its memory, killing it). Its stdout and stderr
+/// are drained by threads from the start, so a flood never blocks it.
+pub struct Started {
+    pub child: std::process::Child,
+    report: PathBuf,
+    out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    err: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn drain(
+    mut from: impl std::io::Read + Send + 'static,
+    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => into
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+}
+
+impl Workdir {
+    /// Start `cordon run [flags] -- cmd...` in this directory without
+    /// waiting for it.
+    pub fn start(&self, flags: &[&str], cmd: &[&str]) -> Started {
+        let report = self.dir.path().join(".report.json");
+        let _ = std::fs::remove_file(&report);
+        let mut child = Command::new(cordon_bin())
+            .current_dir(self.dir.path())
+            .arg("run")
+            .arg("--report")
+            .arg(&report)
+            .args(flags)
+            .arg("--")
+            .args(cmd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn cordon");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let readers = vec![
+            drain(child.stdout.take().expect("stdout"), out.clone()),
+            drain(child.stderr.take().expect("stderr"), err.clone()),
+        ];
+        Started {
+            child,
+            report,
+            out,
+            err,
+            readers,
+        }
+    }
+}
+
+impl Started {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// Wait until the workload has printed `needle` on stdout.
+    pub fn wait_for_stdout(&mut self, needle: &str, timeout: Duration) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < end {
+            if self.stdout_so_far().contains(needle) {
+                return true;
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return self.stdout_so_far().contains(needle);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// Send a signal to the cordon supervisor itself.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("pid");
+        rustix::process::kill_process(pid, signal).expect("kill cordon");
+    }
+
+    /// Wait for cordon to end and collect what it left (report, output),
+    /// checking that none of its cgroups is left behind.
+    pub fn finish(mut self) -> Outcome {
+        let pid = self.child.id();
+        let status = self.child.wait().expect("wait cordon");
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let report = std::fs::read_to_string(&self.report)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(serde_json::Value::Null);
+        let o = Outcome {
+            code: status.code().unwrap_or(-1),
+            stdout: self.stdout_so_far(),
+            stderr: self.stderr_so_far(),
+            report,
+            supervisor_pid: pid,
+        };
+        assert_nothing_left(pid);
+        o
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A process the test starts on the host, outside any sandbox, to check
+/// that nothing inside can reach it. Killed when dropped.
+pub struct HostSleeper {
+    pub child: std::process::Child,
+}
+
+impl HostSleeper {
+    pub fn start() -> HostSleeper {
+        let child = Command::new("sleep")
+            .arg("300")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn host sleeper");
+        HostSleeper { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Still running (not exited, not killed).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for HostSleeper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Wait until some host process mentions `marker`.
+pub fn wait_for_process_with(marker: &str, timeout: Duration) -> bool {
+    let end = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < end {
+        if !processes_with(marker).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Whether the run's report says a cgroup controller (`memory`, `pids`,
+/// `cpu`) enforced its limit; false means cordon fell back to rlimits.
+pub fn cgroup_controls(o: &Outcome, controller: &str) -> bool {
+    let e = &o.report["enforcement"];
+    assert!(
+        e["cgroup"].is_string(),
+        "report has no enforcement.cgroup: {}",
+        o.report
+    );
+    if e["cgroup"] == "none" {
+        return false;
+    }
+    e["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["layer"] == "cgroup")
+        .filter_map(|l| l["detail"].as_str())
+        .any(|d| {
+            d.split_whitespace()
+                .any(|w| w.starts_with(&format!("{controller}:")))
+        })
+}
+
+/// The host can still start a process and get its output (fork works,
+/// nothing exhausted the host's process table or memory).
+pub fn assert_host_healthy() {
+    let out = Command::new("/bin/sh")
+        .args(["-c", "echo healthy"])
+        .output()
+        .expect("the host cannot start a process");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "healthy\n");
+}
