@@ -365,13 +365,13 @@ fn main() {
         let c0 = cpu_time();
         direct = direct.max(bulk_direct(bulk, bulk_bytes));
         let c1 = cpu_time();
-        tunnel = tunnel.max(bulk_tunnel(paddr, bulk_bytes));
-        let c2 = cpu_time();
         copied = copied.max(bulk_tunnel(copy_proxy.local_addr(), bulk_bytes));
+        let c2 = cpu_time();
+        tunnel = tunnel.max(bulk_tunnel(paddr, bulk_bytes));
         let c3 = cpu_time();
         direct_cpu += c1 - c0;
-        tunnel_cpu += c2 - c1;
-        copy_cpu += c3 - c2;
+        copy_cpu += c2 - c1;
+        tunnel_cpu += c3 - c2;
     }
     copy_proxy.shutdown();
     let gib = 3.0 * bulk_bytes as f64 / (1u64 << 30) as f64;
