@@ -56,7 +56,9 @@ pub struct EgressEvent {
     /// was refused or cut: `deny:HOSTRULE`, `unlisted`, `private-address IP`,
     /// `metadata-address IP`, `sni-mismatch`, `sni-missing`, `https-only`,
     /// `method`, `rate-limit`, `byte-cap`, `malformed: ...`,
-    /// `resolve-failed`, `connect-failed`, `unsupported: ...`.
+    /// `resolve-failed`, `unsupported: ...`. An allowed attempt whose
+    /// connection failed keeps its allow rule with ` (connect-failed)`
+    /// appended (HTTP status 502).
     pub rule: String,
     /// The HTTP status the proxy or the upstream answered, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -922,6 +922,7 @@ async fn plain_request(
                     })
                 }
                 Err(r) => {
+                    att.ev.rule = format!("{rule} (connect-failed)");
                     att.ev.status = Some(r.status);
                     let n = answer(&mut client.s, r.status, &r.message, None).await;
                     att.down(n);
@@ -1230,6 +1231,7 @@ async fn connect_tunnel(
             Ok(x) => x,
             Err(r) => {
                 if r.rule == "connect-failed" {
+                    att.ev.rule = format!("{} (connect-failed)", att.ev.rule);
                     att.ev.status = Some(r.status);
                     let n = answer(&mut client.s, r.status, &r.message, None).await;
                     att.down(n);

@@ -1118,3 +1118,31 @@ fn refusal_is_readable_while_the_client_still_sends() {
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].rule, "unlisted");
 }
+
+#[test]
+fn unreachable_upstream_gives_502_and_socks_refused() {
+    // A port with nothing listening on it (bound, then closed).
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let p = Proxy::start(EgressConfig {
+        allow: rules(&["down.test"]),
+        resolve_overrides: overrides(&[("down.test:80", closed), ("down.test:7000", closed)]),
+        ..Default::default()
+    });
+    let resp = raw(p.addr, b"GET http://down.test/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 502, "{}", String::from_utf8_lossy(&resp));
+    let resp = raw(p.addr, b"CONNECT down.test:7000 HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 502);
+    assert_eq!(socks5(p.addr, 1, &socks_domain("down.test", 7000)).0[1], 5);
+    let (ev, _) = p.finish();
+    assert_eq!(ev.len(), 3);
+    for e in &ev {
+        assert_eq!(e.decision, Decision::Allow);
+        assert!(
+            e.rule.starts_with("allow:down.test") && e.rule.ends_with("(connect-failed)"),
+            "{e:?}"
+        );
+    }
+}
