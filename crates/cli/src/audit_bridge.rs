@@ -16,6 +16,9 @@ use serde_json::json;
 
 /// Bytes of each output stream kept as an excerpt in the store.
 pub const EXCERPT_BYTES: usize = 16 * 1024;
+/// Extra bytes captured past the excerpt so that a secret straddling its
+/// end is still recognised (and redacted) before the excerpt is cut.
+const EXCERPT_MARGIN: usize = 8 * 1024;
 
 /// Where the store is, or why there is none.
 pub fn store_path(
@@ -23,11 +26,15 @@ pub fn store_path(
     disabled: bool,
     profile: &cordon_policy::Profile,
 ) -> anyhow::Result<Option<PathBuf>> {
-    if disabled || !profile.audit.enabled {
+    if disabled {
         return Ok(None);
     }
+    // An explicit --audit PATH wins over a profile that turns auditing off.
     if let Some(p) = flag {
         return Ok(Some(p.to_path_buf()));
+    }
+    if !profile.audit.enabled {
+        return Ok(None);
     }
     if let Some(p) = &profile.audit.path {
         let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
@@ -138,8 +145,13 @@ impl AuditSession {
         for i in &incidents {
             self.writer.append(&self.run_id, i.clone())?;
         }
+        let redactor = self.writer.redactor();
+        let excerpts = [
+            excerpt(redactor, &output.stdout),
+            excerpt(redactor, &output.stderr),
+        ];
         self.writer
-            .append(&self.run_id, run_ended(outcome, output))?;
+            .append(&self.run_id, run_ended(outcome, excerpts))?;
         self.writer
             .close()
             .context("cannot commit the audit records")?;
@@ -147,7 +159,27 @@ impl AuditSession {
     }
 }
 
-fn run_ended(o: &Outcome, output: &Excerpts) -> RunEnded {
+/// Redact the captured bytes (excerpt plus margin) first, then cut at a
+/// whitespace boundary near the excerpt's size, so that no secret is split
+/// into a prefix that no longer matches its pattern.
+fn excerpt(redactor: &cordon_scan::Redactor, captured: &[u8]) -> String {
+    let redacted = redactor.redact_bytes(captured);
+    let text = String::from_utf8_lossy(&redacted);
+    if text.len() <= EXCERPT_BYTES {
+        return text.into_owned();
+    }
+    let mut cut = EXCERPT_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    // Back up to the last whitespace: a token has none inside.
+    let head = &text[..cut];
+    let cut = head.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    text[..cut].to_owned()
+}
+
+fn run_ended(o: &Outcome, output: [String; 2]) -> RunEnded {
+    let [stdout_excerpt, stderr_excerpt] = output;
     use cordon_jail::EndReason as J;
     let reason = match o.reason {
         J::Exited => EndReason::Exited,
@@ -178,12 +210,12 @@ fn run_ended(o: &Outcome, output: &Excerpts) -> RunEnded {
         stdout: StreamSummary {
             kept_bytes: o.stdout.kept,
             dropped_bytes: o.stdout.dropped,
-            excerpt: String::from_utf8_lossy(&output.stdout).into_owned(),
+            excerpt: stdout_excerpt,
         },
         stderr: StreamSummary {
             kept_bytes: o.stderr.kept,
             dropped_bytes: o.stderr.dropped,
-            excerpt: String::from_utf8_lossy(&output.stderr).into_owned(),
+            excerpt: stderr_excerpt,
         },
     }
 }
@@ -307,6 +339,18 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
         )),
         _ => {}
     }
+    for (full, path, size) in [
+        (b.tmp_full, "/tmp", serde_json::Value::Null),
+        (b.shm_full, "/dev/shm", serde_json::Value::Null),
+    ] {
+        if full {
+            out.push(limit(
+                Severity::Low,
+                format!("{path} is full (disk limit)"),
+                json!({"path": path, "size": size}),
+            ));
+        }
+    }
     if b.output_truncated {
         out.push(limit(
             Severity::Low,
@@ -348,7 +392,7 @@ impl cordon_jail::OutputSink for TeeSink {
                 Stream::Stdout => &mut self.excerpts.stdout,
                 Stream::Stderr => &mut self.excerpts.stderr,
             };
-            let room = EXCERPT_BYTES.saturating_sub(buf.len());
+            let room = (EXCERPT_BYTES + EXCERPT_MARGIN).saturating_sub(buf.len());
             buf.extend_from_slice(&data[..data.len().min(room)]);
         }
     }

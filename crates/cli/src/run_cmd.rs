@@ -250,11 +250,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         None => audit_bridge::incidents(&outcome, &egress),
     };
 
+    // The command line can carry tokens (URLs, headers): redact it like
+    // everything else that is stored.
+    let redactor = cordon_scan::Redactor::new();
+    let redacted_command: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| redactor.redact(a).into_owned())
+        .collect();
     if let Some(path) = &args.report {
         let report = Report {
             cordon_version: env!("CARGO_PKG_VERSION"),
             run_id: &run_id,
-            command: &args.command,
+            command: &redacted_command,
             cwd: spec.cwd.display().to_string(),
             profile: &profile.origin,
             outcome: &outcome,

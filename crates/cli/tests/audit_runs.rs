@@ -1076,7 +1076,6 @@ fn file_size_breach_by_a_child_process_is_a_limit_incident() {
 }
 
 #[test]
-#[ignore = "BUG: filling the /tmp tmpfs (ENOSPC) leaves no disk-full limit incident, though the issue lists disk full among the recorded breaches"]
 fn disk_full_in_tmp_is_a_limit_incident() {
     if ready() {
         return;
@@ -1661,7 +1660,6 @@ fn secrets_in_the_wal_of_a_live_store_never_appear() {
 }
 
 #[test]
-#[ignore = "BUG: a token cut by the 16 KiB excerpt boundary is stored partly in clear (ghp_ + 16 of its 36 characters)"]
 fn a_secret_cut_at_the_excerpt_boundary_is_not_stored_in_part() {
     if ready() {
         return;
@@ -1682,7 +1680,12 @@ fn a_secret_cut_at_the_excerpt_boundary_is_not_stored_in_part() {
         .as_str()
         .expect("excerpt")
         .to_owned();
-    assert_eq!(excerpt.len(), 16 * 1024);
+    // The excerpt is cut at a whitespace boundary at or below 16 KiB.
+    assert!(
+        excerpt.len() <= 16 * 1024 && excerpt.len() >= 16 * 1024 - 64,
+        "excerpt of {} bytes",
+        excerpt.len()
+    );
     let part = &sec.github[..20];
     assert!(
         !excerpt.contains(part),

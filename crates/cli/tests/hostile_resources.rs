@@ -471,7 +471,6 @@ fn cpu_time_limit_stops_a_burn() {
 }
 
 #[test]
-#[ignore = "BUG: RLIMIT_CPU is set with soft == hard, so the kernel sends SIGKILL (not SIGXCPU) and the report says reason=signal, not cpu_limit"]
 fn cpu_time_limit_is_reported_as_cpu_limit() {
     if ready() {
         return;

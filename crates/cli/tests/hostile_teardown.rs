@@ -295,7 +295,6 @@ fn process_level_private_tmp_is_removed() {
 }
 
 #[test]
-#[ignore = "BUG: at --isolation process a non-root caller gets exit 125: PR_CAPBSET_DROP needs CAP_SETPCAP (EPERM)"]
 fn process_level_without_root() {
     let w = Workdir::new();
     let mark = marker("procnonroot");

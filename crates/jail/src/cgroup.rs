@@ -454,6 +454,36 @@ impl Cgroup {
         Ok(())
     }
 
+    fn is_v1(&self, dir: &Path) -> bool {
+        [&self.memory, &self.pids, &self.cpu]
+            .iter()
+            .any(|c| matches!(c, Some((Version::V1, d)) if d == dir))
+    }
+
+    /// Put a process into the cgroup v2 groups only; it joins the v1 groups
+    /// itself with [`Cgroup::join_v1_self`].
+    pub fn add_v2(&self, pid: i32) -> io::Result<()> {
+        let pid = pid.to_string();
+        for dir in self.dirs.iter().filter(|d| !self.is_v1(d)) {
+            write_file(&dir.join("cgroup.procs"), &pid)?;
+        }
+        Ok(())
+    }
+
+    /// Move the calling process into the cgroup v1 groups by writing "0"
+    /// to each group's `tasks` file. Only for a single-threaded process
+    /// (its one thread is the whole process), such as the sandbox's first
+    /// process before it starts anything. Moving oneself by thread skips
+    /// the kernel's global cgroup_threadgroup_rwsem, whose write side waits
+    /// for an RCU grace period (10-20 ms here) when a pid is written to
+    /// `cgroup.procs` from outside.
+    pub fn join_v1_self(&self) -> io::Result<()> {
+        for dir in self.dirs.iter().filter(|d| self.is_v1(d)) {
+            write_file(&dir.join("tasks"), "0")?;
+        }
+        Ok(())
+    }
+
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();
         if let Some((v, dir)) = &self.memory {

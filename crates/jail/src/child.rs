@@ -9,6 +9,7 @@ use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
+use crate::cgroup::Cgroup;
 use crate::error::ChildReport;
 use crate::landlock_rules::{self, PathAccess, PathRule};
 use crate::rootfs::Plan;
@@ -32,6 +33,8 @@ pub(crate) struct ChildContext<'a> {
     pub spec: &'a Spec,
     pub plan: Option<&'a Plan>,
     pub seccomp: &'a SeccompProgram,
+    /// The sandbox's groups; the child joins the cgroup v1 ones itself.
+    pub cgroup: Option<&'a Cgroup>,
     pub fds: ChildFds,
     /// The cgroup could not limit processes/memory: use rlimits instead.
     pub rlimit_pids: bool,
@@ -97,6 +100,19 @@ pub(crate) fn enter(ctx: ChildContext<'_>) -> ! {
     }
     // SAFETY: closing our own descriptor.
     unsafe { libc::close(fds.sync) };
+
+    // Join the cgroups before anything else runs (the supervisor wrote the
+    // uid map and put us in the v2 groups before sending the go byte).
+    if let Some(group) = ctx.cgroup {
+        if let Err(e) = group.join_v1_self() {
+            fail(
+                fds.report,
+                Layer::Cgroup,
+                format!("cannot move the sandbox into its cgroup: {e}"),
+                None,
+            );
+        }
+    }
 
     match ctx.spec.isolation.level {
         IsolationLevel::Namespaces => init_main(&ctx),
@@ -234,7 +250,10 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
                     break;
                 }
                 if pid == workload {
-                    let _ = sys::write_all_fd(ctx.fds.status, &status.to_ne_bytes());
+                    let mut msg = [0u8; 8];
+                    msg[..4].copy_from_slice(&status.to_ne_bytes());
+                    msg[4..].copy_from_slice(&scratch_full().to_ne_bytes());
+                    let _ = sys::write_all_fd(ctx.fds.status, &msg);
                     // Leaving now kills everything else in the namespace.
                     sys::exit_now(0);
                 }
@@ -245,6 +264,20 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             unsafe { libc::kill(-workload, sig) };
         }
     }
+}
+
+/// Which of the sandbox's own tmpfs mounts are full (no blocks or no
+/// inodes left) when the workload ends: bit 0 /tmp, bit 1 /dev/shm.
+fn scratch_full() -> u32 {
+    let mut bits = 0;
+    for (bit, path) in [(1u32, "/tmp"), (2, "/dev/shm")] {
+        if let Ok(st) = rustix::fs::statvfs(path) {
+            if st.f_bavail == 0 || st.f_favail == 0 {
+                bits |= bit;
+            }
+        }
+    }
+    bits
 }
 
 fn workload_main(ctx: &ChildContext<'_>) -> ! {
@@ -517,10 +550,10 @@ fn landlock_rules_for(ctx: &ChildContext<'_>) -> Vec<PathRule> {
     rules
 }
 
-fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
     let lim = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
+        rlim_cur: soft,
+        rlim_max: hard,
     };
     // SAFETY: setrlimit with a valid rlimit struct.
     if unsafe { libc::setrlimit(resource, &lim) } == -1 {
@@ -539,7 +572,8 @@ fn lower_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Res
     if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
         return Err(std::io::Error::last_os_error());
     }
-    set_rlimit(resource, value.min(cur.rlim_max))
+    let value = value.min(cur.rlim_max);
+    set_rlimit(resource, value, value)
 }
 
 fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
@@ -547,7 +581,22 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
     // RLIMIT_CORE=1 disables core files and piped core handlers alike.
     lower_rlimit(libc::RLIMIT_CORE, 1)?;
     if let Some(cpu) = l.cpu {
-        lower_rlimit(libc::RLIMIT_CPU, cpu.as_secs().max(1))?;
+        // Soft limit: SIGXCPU (reported as cpu_limit); one second later the
+        // hard limit kills a process that catches or ignores it.
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills a valid rlimit struct.
+        if unsafe { libc::getrlimit(libc::RLIMIT_CPU, &mut cur) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let soft = cpu.as_secs().max(1).min(cur.rlim_max);
+        set_rlimit(
+            libc::RLIMIT_CPU,
+            soft,
+            soft.saturating_add(1).min(cur.rlim_max),
+        )?;
     }
     if let Some(n) = l.open_files {
         lower_rlimit(libc::RLIMIT_NOFILE, n)?;

@@ -104,6 +104,10 @@ pub struct Breaches {
     pub oom_kills: u64,
     pub pids_limit_hits: u64,
     pub output_truncated: bool,
+    /// /tmp had no space or inodes left when the workload ended.
+    pub tmp_full: bool,
+    /// /dev/shm had no space or inodes left when the workload ended.
+    pub shm_full: bool,
 }
 
 /// Which layers were applied, and how.

@@ -338,6 +338,7 @@ fn run_level(
             spec,
             plan: plan.as_ref(),
             seccomp: &program,
+            cgroup: group.as_ref(),
             fds: ChildFds {
                 sync: sync_rd.as_raw_fd(),
                 report: report_wr.as_raw_fd(),
@@ -427,11 +428,17 @@ fn run_level(
 
     let (_, raw_status, usage) =
         sys::wait4(pid, 0).map_err(|e| JailError::io("wait for sandbox", e))?;
+    let mut scratch_full = 0u32;
     let workload_status = match level {
         IsolationLevel::Namespaces => {
-            let mut buf = [0u8; 4];
+            let mut buf = [0u8; 8];
             match rustix::io::read(&status_rd, &mut buf) {
-                Ok(4) => Some(decode_status(i32::from_ne_bytes(buf))),
+                Ok(8) => {
+                    scratch_full = u32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
+                    Some(decode_status(i32::from_ne_bytes([
+                        buf[0], buf[1], buf[2], buf[3],
+                    ])))
+                }
                 _ => None,
             }
         }
@@ -484,6 +491,8 @@ fn run_level(
         oom_kills: stats.oom_kills,
         pids_limit_hits: stats.pids_limit_hits,
         output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
+        tmp_full: scratch_full & 1 != 0,
+        shm_full: scratch_full & 2 != 0,
     };
     if let Some(e) = hook_error {
         return Err(JailError::setup(Layer::NetworkNamespace, e, None));
@@ -545,7 +554,8 @@ fn prepare_child(pid: libc::pid_t, level: IsolationLevel, group: Option<&Cgroup>
         write("gid_map", format!("{SANDBOX_GID} {gid} 1"))?;
     }
     if let Some(g) = group {
-        g.add(pid).map_err(|e| JailError::Setup {
+        // The v1 groups are joined by the sandbox itself (child::enter).
+        g.add_v2(pid).map_err(|e| JailError::Setup {
             layer: Layer::Cgroup,
             message: format!("cannot move the sandbox into its cgroup: {e}"),
             fix: None,

@@ -264,6 +264,14 @@ pub(crate) fn drop_all_capabilities() -> io::Result<()> {
             if err.raw_os_error() == Some(libc::EINVAL) {
                 break; // past the last capability this kernel knows
             }
+            // Without CAP_SETPCAP (an unprivileged caller at the process
+            // level, no user namespace) the bounding set cannot shrink; it
+            // cannot matter either when we hold no capability and
+            // no_new_privs stops setuid and file capabilities from granting
+            // any.
+            if err.raw_os_error() == Some(libc::EPERM) && holds_no_capability()? {
+                break;
+            }
             return Err(err);
         }
     }
@@ -289,6 +297,15 @@ pub(crate) fn drop_all_capabilities() -> io::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// True when the effective and permitted sets are empty and
+/// no_new_privs is set.
+fn holds_no_capability() -> io::Result<bool> {
+    let caps = rustix::thread::capabilities(None)?;
+    // SAFETY: prctl(PR_GET_NO_NEW_PRIVS) takes no pointers.
+    let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } == 1;
+    Ok(caps.effective.is_empty() && caps.permitted.is_empty() && nnp)
 }
 
 /// The signal mask manipulations the helpers need.
