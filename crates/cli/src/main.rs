@@ -8,6 +8,7 @@ mod egress_bridge;
 mod plan;
 mod profile_cmd;
 mod run_cmd;
+mod secrets;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,241 @@
+//! Secrets on the host side: where each real value comes from, the
+//! placeholder the sandbox sees instead, and the CA bundle that lets the
+//! sandbox's TLS clients trust cordon's per-run certificate authority.
+//!
+//! Real values live only in this process's memory (zeroized on drop); they
+//! never enter the sandbox, the report, the audit store or a log.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use cordon_policy::{Secret, SecretSource};
+use zeroize::Zeroizing;
+
+/// A secret ready for the proxy.
+pub struct Resolved {
+    pub name: String,
+    pub placeholder: String,
+    pub value: Zeroizing<String>,
+    pub policy: Secret,
+    pub expires_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("name", &self.name)
+            .field("placeholder", &self.placeholder)
+            .field("value", &"[REDACTED]")
+            .finish()
+    }
+}
+
+/// How long a secret command may take to print its value.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest value read from a file or a command.
+const MAX_VALUE: u64 = 64 * 1024;
+
+/// A placeholder that is random per run, names the secret for people, and
+/// is useless anywhere else.
+fn placeholder(name: &str) -> anyhow::Result<String> {
+    let mut bytes = [0u8; 20];
+    rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
+        .map_err(|e| anyhow!("cannot read random bytes for a placeholder: {e}"))?;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!(
+        "cordon-placeholder-{}-{hex}",
+        name.to_ascii_lowercase()
+    ))
+}
+
+fn read_value(source: &SecretSource, name: &str) -> anyhow::Result<Zeroizing<String>> {
+    let mut value = Zeroizing::new(String::new());
+    match source {
+        SecretSource::Env(var) => {
+            *value = std::env::var(var).map_err(|_| {
+                anyhow!("secret {name}: the host environment variable {var} is not set (export it before running cordon)")
+            })?;
+        }
+        SecretSource::File(path) => {
+            let path = expand_home(path);
+            let file = std::fs::File::open(&path)
+                .with_context(|| format!("secret {name}: cannot read {}", path.display()))?;
+            file.take(MAX_VALUE)
+                .read_to_string(&mut value)
+                .with_context(|| format!("secret {name}: {} is not text", path.display()))?;
+        }
+        SecretSource::Command(argv) => {
+            let (program, args) = argv
+                .split_first()
+                .ok_or_else(|| anyhow!("secret {name}: the command is empty"))?;
+            let mut child = Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .with_context(|| format!("secret {name}: cannot run {program}"))?;
+            let mut out = child
+                .stdout
+                .take()
+                .ok_or_else(|| anyhow!("secret {name}: no stdout"))?;
+            let deadline = Instant::now() + COMMAND_TIMEOUT;
+            let reader = std::thread::spawn(move || {
+                let mut text = Zeroizing::new(String::new());
+                let r = (&mut out).take(MAX_VALUE).read_to_string(&mut text);
+                r.map(|_| text)
+            });
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    if !status.success() {
+                        bail!("secret {name}: {program} failed ({status})");
+                    }
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!(
+                        "secret {name}: {program} did not finish within {}s",
+                        COMMAND_TIMEOUT.as_secs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            value = reader
+                .join()
+                .map_err(|_| anyhow!("secret {name}: reading the command's output failed"))?
+                .with_context(|| format!("secret {name}: {program} did not print text"))?;
+        }
+    }
+    // One trailing newline is how files and commands end their output.
+    while value.ends_with('\n') || value.ends_with('\r') {
+        value.pop();
+    }
+    if value.is_empty() {
+        bail!("secret {name}: the value is empty");
+    }
+    Ok(value)
+}
+
+fn expand_home(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => std::env::var_os("HOME")
+            .map_or_else(|| path.to_path_buf(), |h| PathBuf::from(h).join(rest)),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// Read every secret's value (running commands that mint tokens now) and
+/// make its placeholder.
+pub fn resolve(secrets: &[Secret]) -> anyhow::Result<Vec<Resolved>> {
+    secrets
+        .iter()
+        .map(|s| {
+            let value = read_value(&s.from, &s.name)?;
+            Ok(Resolved {
+                name: s.name.clone(),
+                placeholder: placeholder(&s.name)?,
+                value,
+                policy: s.clone(),
+                expires_at: s.ttl.map(|t| Instant::now() + t.as_duration()),
+            })
+        })
+        .collect()
+}
+
+/// The system CA bundles, in the order distributions use them.
+const BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// The sandbox's CA bundle: the host's bundle plus the per-run CA, placed
+/// over the host bundle's path inside; and the variables that point
+/// clients at it.
+pub fn ca_bundle_overlay(ca_pem: &str) -> (Vec<cordon_jail::FileOverlay>, Vec<(String, String)>) {
+    let host = BUNDLES.iter().find(|p| Path::new(p).is_file());
+    let path = host.copied().unwrap_or(BUNDLES[0]);
+    let mut contents = host.and_then(|p| std::fs::read(p).ok()).unwrap_or_default();
+    if !contents.is_empty() && !contents.ends_with(b"\n") {
+        contents.push(b'\n');
+    }
+    contents.extend_from_slice(b"# cordon per-run certificate authority\n");
+    contents.extend_from_slice(ca_pem.as_bytes());
+    let files = vec![cordon_jail::FileOverlay {
+        path: PathBuf::from(path),
+        contents,
+    }];
+    let env = [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), path.to_owned()))
+    .collect();
+    (files, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(from: SecretSource) -> Secret {
+        let mut s = Secret::parse_flag("TOKEN@api.test").expect("flag");
+        s.from = from;
+        s
+    }
+
+    #[test]
+    fn values_come_from_env_file_and_command_trimmed() {
+        std::env::set_var("CORDON_TEST_SECRET_ENV", "from-env");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("tok");
+        std::fs::write(&file, "from-file\n").expect("write");
+        let r = resolve(&[
+            secret(SecretSource::Env("CORDON_TEST_SECRET_ENV".into())),
+            secret(SecretSource::File(file)),
+            secret(SecretSource::Command(vec![
+                "printf".into(),
+                "from-command\\n".into(),
+            ])),
+        ])
+        .expect("resolve");
+        let values: Vec<&str> = r.iter().map(|s| s.value.as_str()).collect();
+        assert_eq!(values, ["from-env", "from-file", "from-command"]);
+        assert_ne!(r[0].placeholder, r[1].placeholder);
+        assert!(r[0].placeholder.starts_with("cordon-placeholder-token-"));
+        assert!(
+            !format!("{:?}", r[0]).contains("from-env"),
+            "Debug leaks the value"
+        );
+    }
+
+    #[test]
+    fn missing_and_failing_sources_say_what_to_do() {
+        let e = resolve(&[secret(SecretSource::Env("CORDON_SURELY_UNSET_VAR".into()))])
+            .expect_err("unset");
+        assert!(e.to_string().contains("export it"), "{e}");
+        let e = resolve(&[secret(SecretSource::Command(vec!["false".into()]))]).expect_err("fails");
+        assert!(e.to_string().contains("failed"), "{e}");
+    }
+
+    #[test]
+    fn bundle_overlay_appends_the_ca() {
+        let (files, env) =
+            ca_bundle_overlay("-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n");
+        assert_eq!(files.len(), 1);
+        let text = String::from_utf8_lossy(&files[0].contents);
+        assert!(text.ends_with("-----END CERTIFICATE-----\n"));
+        assert!(env
+            .iter()
+            .any(|(k, v)| k == "SSL_CERT_FILE" && Path::new(v) == files[0].path));
+    }
+}
