@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Run the integration tests of the `cordon` package as a non-root user.
+#
+# As root: builds the test binaries, creates the user if it is missing
+# ($CORDON_TEST_USER, default "cordontest"), makes the binaries reachable
+# by it, and runs every integration test binary as that user with
+# CORDON_TESTS_REQUIRE_ALL=1 (a test that would skip fails instead).
+# Prints one line per binary and a final "N passed, N failed, N ignored"
+# line; exits non-zero if any test failed or a binary could not run.
+#
+#   sudo .ci/rootless.sh                 # all integration tests
+#   sudo .ci/rootless.sh hostile_net     # only binaries whose name matches
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+user=${CORDON_TEST_USER:-cordontest}
+filter=${1:-}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "rootless.sh: run as root; it switches to the user '$user' itself" >&2
+    exit 2
+fi
+if ! id "$user" >/dev/null 2>&1; then
+    useradd --create-home --shell /bin/sh "$user"
+    echo "created user $user"
+fi
+home=$(getent passwd "$user" | cut -d: -f6)
+
+# Build as root (cargo and the registry cache live here); collect the
+# integration test executables from cargo's own JSON messages.
+mapfile -t bins < <(
+    cargo test -p cordon --no-run --message-format=json 2>/dev/null |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    t = m.get("target") or {}
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+            and t.get("kind") == ["test"]:
+        print(t["name"] + " " + m["executable"])
+'
+)
+if [ "${#bins[@]}" -eq 0 ]; then
+    echo "rootless.sh: no integration test binaries (does 'cargo test -p cordon --no-run' build?)" >&2
+    exit 1
+fi
+
+# The test binaries run the cordon binary at the path compiled into them:
+# every directory on the way to both must be searchable by the user.
+cordon_bin="$repo/target/debug/cordon"
+open_path() {
+    local p=$1
+    while [ "$p" != / ]; do
+        if ! runuser -u "$user" -- test -x "$p"; then
+            chmod o+x "$p"
+            echo "made $p searchable for $user"
+        fi
+        p=$(dirname "$p")
+    done
+}
+open_path "$cordon_bin"
+for entry in "${bins[@]}"; do
+    open_path "${entry#* }"
+done
+runuser -u "$user" -- test -r "$repo/crates/cli" || chmod o+rx "$repo/crates/cli"
+
+passed=0 failed=0 ignored=0 broken=0
+logdir=$(mktemp -d /tmp/cordon-rootless-logs.XXXXXX)
+chmod 755 "$logdir"
+for entry in "${bins[@]}"; do
+    name=${entry%% *}
+    exe=${entry#* }
+    if [ -n "$filter" ] && [[ "$name" != *"$filter"* ]]; then
+        continue
+    fi
+    log="$logdir/$name.log"
+    # Same working directory as `cargo test` (the package root).
+    set +e
+    (cd "$repo/crates/cli" && runuser -u "$user" -- env -i \
+        HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/local/bin:/usr/bin:/bin \
+        TMPDIR=/tmp CORDON_TESTS_REQUIRE_ALL=1 CARGO_BIN_EXE_cordon="$cordon_bin" \
+        RUST_BACKTRACE=1 "$exe" --test-threads=2) >"$log" 2>&1
+    rc=$?
+    set -e
+    result=$(grep -E '^test result:' "$log" | tail -1 || true)
+    p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$result")
+    f=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$result")
+    i=$(sed -nE 's/.* ([0-9]+) ignored.*/\1/p' <<<"$result")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    ignored=$((ignored + ${i:-0}))
+    if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
+        broken=$((broken + 1))
+        echo "$name: exited $rc without a test summary (see $log)"
+        tail -5 "$log"
+    else
+        echo "$name: ${p:-0} passed, ${f:-0} failed, ${i:-0} ignored"
+    fi
+    if [ "${f:-0}" -ne 0 ]; then
+        grep -E '^test .* FAILED$|panicked at' "$log" | sed 's/^/    /'
+        echo "    full log: $log"
+    fi
+done
+
+echo "rootless ($user): $passed passed, $failed failed, $ignored ignored"
+if [ "$failed" -ne 0 ] || [ "$broken" -ne 0 ]; then
+    exit 1
+fi
