@@ -1806,6 +1806,38 @@ fn rate_limit_from_a_profile_answers_429() {
 }
 
 #[test]
+#[ignore = "BUG: the 429 for a rate limit tells the operator to raise `network.rate_limits`, but the profile key is `[[network.rate_limit]]`"]
+fn rate_limit_refusal_names_the_profile_key() {
+    if ready_with(&["curl"]) {
+        return;
+    }
+    let n = Net::new();
+    let web = n.http_server("web");
+    let prof = n.wd.write(
+        "rl.toml",
+        "[network]\nmode = \"proxy\"\nallow = [\"a.test\"]\n\n\
+         [[network.rate_limit]]\nhost = \"a.test\"\nrequests = 1\nper = \"1m\"\n",
+    );
+    let url = format!("http://a.test:{}/hello.txt", web.port);
+    let o = n.wd.run(
+        &[
+            "--profile",
+            prof.to_str().unwrap(),
+            "--resolve",
+            "a.test=127.0.0.1",
+        ],
+        &[
+            "/bin/sh",
+            "-c",
+            &format!("curl -sS {url} >/dev/null; curl -sS {url}"),
+        ],
+    );
+    assert!(o.stdout.contains("rate limit"), "{}", dump(&o));
+    assert!(!o.stdout.contains("network.rate_limits"), "{}", o.stdout);
+    assert!(o.stdout.contains("network.rate_limit"), "{}", o.stdout);
+}
+
+#[test]
 fn byte_cap_cuts_a_transfer() {
     if ready_with(&["curl"]) {
         return;
