@@ -2140,7 +2140,6 @@ fn secrets_on_the_command_line_are_redacted_in_the_report() {
 }
 
 #[test]
-#[ignore = "BUG: the audit store keeps the script a run executes with `Cookie: session=` and `?sig=` values unredacted (the egress redactor treats both as secrets)"]
 fn audit_store_redacts_secrets_in_a_script_the_run_used() {
     if ready_with(&["curl"]) {
         return;

@@ -109,7 +109,11 @@ const PATTERNS: &[(&str, &str)] = &[
     ),
     (
         "credential",
-        r#"(?-u)(?i)(?:secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|client[_\-]?secret|auth)(?:[_\-]?key)?["']?[ \t]*[:=][ \t]*["']?([^\s"'&,;<>]+)"#,
+        r#"(?-u)(?i)(?:secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|client[_\-]?secret|auth|session(?:[_\-]?(?:id|token))?|sig|signature|x-amz-signature|x-goog-signature)(?:[_\-]?key)?["']?[ \t]*[:=][ \t]*["']?([^\s"'&,;<>]+)"#,
+    ),
+    (
+        "cookie",
+        r#"(?-u)(?i)\b(?:set-)?cookie["']?[ \t]*:[ \t]*([^\r\n"']+)"#,
     ),
 ];
 
@@ -657,5 +661,31 @@ mod tests {
         }
         let bytes: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
         let _ = red.redact_bytes(&bytes);
+    }
+}
+
+#[cfg(test)]
+mod session_and_signature_tests {
+    use super::*;
+
+    #[test]
+    fn session_cookies_and_url_signatures_are_redacted() {
+        let r = Redactor::new();
+        for (input, secret) in [
+            (
+                "curl -H 'Cookie: session=S3cretCookieValue'",
+                "S3cretCookieValue",
+            ),
+            ("GET /x?sig=AbCdEf0123456789 HTTP/1.1", "AbCdEf0123456789"),
+            (
+                "https://b.example/o?X-Amz-Signature=deadbeefcafe1234",
+                "deadbeefcafe1234",
+            ),
+            ("sessionid=abcdef123456", "abcdef123456"),
+        ] {
+            let out = r.redact(input);
+            assert!(!out.contains(secret), "{input} -> {out}");
+        }
+        assert_eq!(r.redact("a signed letter"), "a signed letter");
     }
 }
