@@ -13,6 +13,15 @@ fi
 
 cargo test --workspace --locked
 
+# The proxy's parsers under cargo-fuzz for a short, fixed time (nightly
+# only; the stable randomized parser test above always runs).
+if cargo +nightly --version >/dev/null 2>&1; then
+    command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+    FUZZ_SECONDS="${FUZZ_SECONDS:-20}" bash fuzz/run.sh
+else
+    echo "SKIPPED: cargo-fuzz run (no nightly toolchain on this machine)"
+fi
+
 if [ "$(id -u)" = "0" ] && [ -f .ci/rootless.sh ]; then
     bash .ci/rootless.sh
 else
