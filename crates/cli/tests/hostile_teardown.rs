@@ -117,9 +117,9 @@ fn supervisor_sigkilled_mid_run() {
     while workload_processes(&mark).len() < 3 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(
-        workload_processes(&mark).len(),
-        3,
+    // (A fork that has not exec'd yet may briefly make it four.)
+    assert!(
+        workload_processes(&mark).len() >= 3,
         "the workload never started: {}",
         run.stderr_so_far()
     );
@@ -164,8 +164,10 @@ fn forwarded(signal: rustix::process::Signal, name: &str) {
     assert_eq!(o.report["exit_code"], 3);
     assert_no_process_with(&mark);
 
-    // A workload that does not trap it dies of it.
-    let mut run = w.start(&[], &["sh", "-c", "echo ready; sleep 300; :", &mark]);
+    // A workload that does not trap it dies of it. (exec: a shell that is
+    // waiting for a child it forked a moment ago can lose the signal in
+    // the child before exec, a race of the shell's, not of cordon's.)
+    let mut run = w.start(&[], &["sh", "-c", "echo ready; exec sleep 300", &mark]);
     assert!(run.wait_for_stdout("ready\n", Duration::from_secs(10)));
     run.signal(signal);
     let o = run.finish();
