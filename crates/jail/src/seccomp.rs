@@ -9,6 +9,7 @@
 
 use std::io::Read;
 use std::os::fd::AsFd;
+use std::sync::Mutex;
 
 use libseccomp::{
     ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall,
@@ -140,8 +141,28 @@ fn seccomp_err(what: &str, e: impl std::fmt::Display) -> JailError {
     )
 }
 
-/// Build the filter for the given options.
+/// The filter for the given options, built once per process: a
+/// long-lived supervisor (the server, a warm pool) reuses the program for
+/// every sandbox with the same options instead of running libseccomp again
+/// (about 0.3 ms each time here). Failures are not kept.
 pub fn compile(options: FilterOptions) -> Result<SeccompProgram> {
+    static BUILT: Mutex<Vec<(FilterOptions, SeccompProgram)>> = Mutex::new(Vec::new());
+    if let Ok(built) = BUILT.lock() {
+        if let Some((_, program)) = built.iter().find(|(o, _)| *o == options) {
+            return Ok(program.clone());
+        }
+    }
+    let program = build(options)?;
+    if let Ok(mut built) = BUILT.lock() {
+        if !built.iter().any(|(o, _)| *o == options) {
+            built.push((options, program.clone()));
+        }
+    }
+    Ok(program)
+}
+
+/// Build the filter for the given options.
+fn build(options: FilterOptions) -> Result<SeccompProgram> {
     let eperm = ScmpAction::Errno(libc::EPERM);
     // The sensitive calls: reported to the supervisor when asked to.
     let refuse = if options.notify {
@@ -260,5 +281,42 @@ mod tests {
                 assert!(p.len() > 50, "suspiciously short program: {}", p.len());
             }
         }
+    }
+
+    #[test]
+    fn reused_program_is_the_one_built_for_those_options() {
+        let same = |a: &SeccompProgram, b: &SeccompProgram| {
+            a.notify == b.notify
+                && a.instructions.len() == b.instructions.len()
+                && a.instructions.iter().zip(&b.instructions).all(|(x, y)| {
+                    (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k)
+                })
+        };
+        for unix in [false, true] {
+            for notify in [false, true] {
+                let options = FilterOptions {
+                    unix_sockets: unix,
+                    inet_sockets: !unix,
+                    notify,
+                };
+                let first = compile(options).expect("filter compiles");
+                let again = compile(options).expect("filter compiles");
+                let fresh = build(options).expect("filter compiles");
+                assert!(same(&first, &again) && same(&first, &fresh));
+            }
+        }
+        let a = compile(FilterOptions {
+            unix_sockets: false,
+            inet_sockets: false,
+            notify: false,
+        })
+        .expect("filter compiles");
+        let b = compile(FilterOptions {
+            unix_sockets: true,
+            inet_sockets: true,
+            notify: true,
+        })
+        .expect("filter compiles");
+        assert!(!same(&a, &b), "different options must give different programs");
     }
 }
