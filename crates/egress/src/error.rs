@@ -27,6 +27,10 @@ pub enum EgressError {
     Listener(#[source] io::Error),
     #[error("the proxy runtime could not be started: {0}")]
     Runtime(#[source] io::Error),
+    /// A secret binding or the TLS setup of the identity layer (never
+    /// contains a secret's value).
+    #[error("identity: {0}")]
+    Identity(String),
     #[error("the proxy thread panicked")]
     ThreadPanicked,
 }

@@ -16,6 +16,10 @@ pub enum Protocol {
     Connect,
     /// A SOCKS5 CONNECT.
     Socks5,
+    /// One HTTP request inside a TLS tunnel that the identity layer
+    /// terminated (a host with a bound secret); the tunnel itself has its
+    /// own `Connect` event.
+    Https,
 }
 
 /// The proxy's verdict.
@@ -58,11 +62,23 @@ pub struct EgressEvent {
     /// `method`, `rate-limit`, `byte-cap`, `malformed: ...`,
     /// `resolve-failed`, `unsupported: ...`. An allowed attempt whose
     /// connection failed keeps its allow rule with ` (connect-failed)`
-    /// appended (HTTP status 502).
+    /// appended (HTTP status 502). The identity layer appends what it did
+    /// with secrets: `allow:HOST (secret NAME injected)`, `(secret NAME
+    /// expired, not injected)`, `(secret NAME placeholder to a host it is
+    /// not bound to)`, `(secret NAME placeholder over cleartext HTTP, not
+    /// injected)`; its own refusals inside a tunnel are `upstream-tls: ...`,
+    /// `client-tls: ...` and `malformed: ...`.
     pub rule: String,
     /// The HTTP status the proxy or the upstream answered, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// Names of secrets (comma-separated, sorted) whose placeholder went out
+    /// unchanged where it must not: to a host the secret is not bound to, or
+    /// over cleartext HTTP. An incident for the caller to raise; `rule`
+    /// says why (`... (secret NAME placeholder to a host it is not bound
+    /// to)`). Never holds a secret's value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_leak: Option<String>,
 }
 
 impl EgressEvent {
@@ -313,6 +329,7 @@ mod tests {
             decision: Decision::Allow,
             rule: "allow:a.test".into(),
             status: Some(200),
+            secret_leak: None,
         };
         let j = ev.to_json_line();
         assert!(j.contains(r#""time":"1970-01-01T00:00:00.000000Z""#), "{j}");

@@ -122,6 +122,25 @@ fn is_hop_by_hop(name: &str) -> bool {
 /// are needed; errors carry the status to answer (400, 414, 417, 431, 501,
 /// 505).
 pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, RequestError> {
+    parse_head(buf, None)
+}
+
+/// Parses an origin-form request head (`GET /path HTTP/1.1`) as sent inside
+/// a TLS tunnel to `host:port` that the proxy terminated. The target becomes
+/// [`Target::Absolute`] for `host:port`; a Host header must name that host
+/// (its port defaults to 443); absolute-form targets and CONNECT are refused.
+pub fn parse_origin_request_head(
+    buf: &[u8],
+    host: &str,
+    port: u16,
+) -> Result<Option<RequestHead>, RequestError> {
+    parse_head(buf, Some((host, port)))
+}
+
+fn parse_head(
+    buf: &[u8],
+    origin: Option<(&str, u16)>,
+) -> Result<Option<RequestHead>, RequestError> {
     let line_end = buf.iter().position(|&b| b == b'\n');
     match line_end {
         None if buf.len() > MAX_REQUEST_LINE => {
@@ -157,11 +176,14 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, RequestErro
     };
     let minor_version = req.version.unwrap_or(1);
     let path = req.path.unwrap_or_default();
-    let target = if method == "CONNECT" {
+    let target = if let Some((host, port)) = origin {
+        parse_origin_target(&method, path, host, port).map_err(with_method)?
+    } else if method == "CONNECT" {
         parse_authority_target(path).map_err(with_method)?
     } else {
         parse_absolute_target(path).map_err(with_method)?
     };
+    let default_port = if origin.is_some() { 443 } else { 80 };
 
     let mut headers = Vec::with_capacity(req.headers.len());
     let mut host_hdr: Option<&[u8]> = None;
@@ -246,7 +268,7 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, RequestErro
         )));
     }
     if let Some(h) = host_hdr {
-        check_host_header(h, &target).map_err(with_method)?;
+        check_host_header(h, &target, default_port).map_err(with_method)?;
     }
     // Drop headers that Connection names as hop-by-hop.
     if !connection_tokens.is_empty() {
@@ -456,14 +478,45 @@ fn parse_absolute_target(t: &str) -> Result<Target, RequestError> {
     })
 }
 
-fn check_host_header(value: &[u8], target: &Target) -> Result<(), RequestError> {
+fn parse_origin_target(
+    method: &str,
+    t: &str,
+    host: &str,
+    port: u16,
+) -> Result<Target, RequestError> {
+    if method == "CONNECT" {
+        return Err(bad(400, "CONNECT inside an intercepted tunnel"));
+    }
+    if t.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
+        return Err(bad(400, "invalid character in the request target"));
+    }
+    if t.contains('#') {
+        return Err(bad(400, "a fragment (#) cannot be in a request target"));
+    }
+    if !(t.starts_with('/') || (t == "*" && method == "OPTIONS")) {
+        return Err(bad(
+            400,
+            "inside a TLS tunnel send origin-form requests (GET /path HTTP/1.1)",
+        ));
+    }
+    let dest = DestHost::parse(host).map_err(|e| bad(400, format!("invalid host: {e}")))?;
+    Ok(Target::Absolute {
+        is_ip: matches!(dest, DestHost::Ip(_)),
+        host: dest.as_text(),
+        port,
+        path: t.to_string(),
+        had_userinfo: false,
+    })
+}
+
+fn check_host_header(value: &[u8], target: &Target, default_port: u16) -> Result<(), RequestError> {
     let s = std::str::from_utf8(value)
         .map_err(|_| bad(400, "Host header is not ASCII"))?
         .trim_matches([' ', '\t']);
     let (host, _, port) =
         split_host_port(s).map_err(|e| bad(400, format!("invalid Host header: {}", e.reason)))?;
     let port_ok = match (target, port) {
-        (Target::Absolute { port: tp, .. }, p) => p.unwrap_or(80) == *tp,
+        (Target::Absolute { port: tp, .. }, p) => p.unwrap_or(default_port) == *tp,
         (Target::Authority { port: tp, .. }, Some(p)) => p == *tp,
         (Target::Authority { .. }, None) => true,
     };

@@ -34,6 +34,7 @@ mod config;
 mod error;
 mod event;
 pub mod http1;
+mod identity;
 mod limits;
 mod proxy;
 mod rules;
@@ -51,9 +52,10 @@ pub use event::{
     is_secret_header, redact_header, redact_url, ChannelSink, Decision, EgressEvent, EventSink,
     NullSink, Protocol, REDACTED,
 };
+pub use identity::{Identity, InjectWhere, SecretBinding};
 pub use proxy::{
-    Approver, BoxFuture, DenyApprover, Egress, EgressSummary, InterceptedTunnel, ProxyHandle,
-    TlsInterceptor,
+    Approver, BoxFuture, DenyApprover, Egress, EgressSummary, EventWriter, InterceptedTunnel,
+    PlainHttpWatch, ProxyHandle, SecretNote, TlsInterceptor,
 };
 pub use rules::{normalize_host, HostPattern, HostRule};
 pub use stream::{Metered, TunnelStream};

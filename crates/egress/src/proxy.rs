@@ -66,25 +66,102 @@ impl Approver for DenyApprover {
 
 /// Takes over TLS tunnels to chosen hosts after the SNI check, e.g. to
 /// terminate TLS with a per-run CA and inject bound secrets. Every other
-/// tunnel stays an opaque splice.
+/// tunnel stays an opaque splice. A tunnel to a host it claims must start
+/// with a TLS ClientHello whose SNI names the host, on every port.
 pub trait TlsInterceptor: Send + Sync {
     /// Whether tunnels to `host:port` go to [`TlsInterceptor::intercept`].
     fn intercepts(&self, host: &str, port: u16) -> bool;
     /// Runs the tunnel to its end. The future's bytes are metered (limits
     /// and byte counts apply) and one event is written when it finishes.
     fn intercept(&self, tunnel: InterceptedTunnel) -> BoxFuture<'static, io::Result<()>>;
+    /// A watcher for one plain-HTTP request to `host:port` (cleartext, not
+    /// intercepted): it sees every byte sent upstream (head and body) but
+    /// cannot change them. `None` (the default): nothing to watch.
+    fn watch_plain_http(&self, _host: &str, _port: u16) -> Option<Box<dyn PlainHttpWatch>> {
+        None
+    }
+}
+
+/// Sees the bytes of one plain-HTTP request on their way upstream.
+pub trait PlainHttpWatch: Send {
+    /// The next bytes sent upstream, in order.
+    fn scan(&mut self, bytes: &[u8]);
+    /// What to add to the request's event, once it is over.
+    fn finish(&mut self) -> Option<SecretNote>;
+}
+
+/// What a watcher adds to an event: text appended to the rule and the
+/// names for [`EgressEvent::secret_leak`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretNote {
+    /// Appended to the event's rule after a space, e.g. `(secret A ...)`.
+    pub note: String,
+    /// Secret names whose placeholders went where they must not.
+    pub leaked: Vec<String>,
+}
+
+impl SecretNote {
+    /// Adds the note to an event.
+    pub fn apply(&self, ev: &mut EgressEvent) {
+        if !self.note.is_empty() {
+            ev.rule = format!("{} {}", ev.rule, self.note);
+        }
+        if !self.leaked.is_empty() {
+            ev.secret_leak = Some(self.leaked.join(","));
+        }
+    }
 }
 
 /// What an interceptor gets: the sandbox side (the ClientHello is replayed
-/// first), a TCP connection to the pinned, checked upstream address, and
-/// the host the SNI and the rules agreed on.
-#[derive(Debug)]
+/// first), a TCP connection to the pinned, checked upstream address, the
+/// host the SNI and the rules agreed on, the rule that allowed it, and a
+/// writer for events of its own (one per request inside the tunnel).
 pub struct InterceptedTunnel {
     pub sandbox_id: String,
     pub host: String,
     pub port: u16,
+    /// The rule that allowed the tunnel (`allow:HOSTRULE`, `ask:approved`).
+    pub rule: String,
     pub client: TunnelStream,
     pub upstream: TcpStream,
+    pub events: EventWriter,
+}
+
+impl fmt::Debug for InterceptedTunnel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterceptedTunnel")
+            .field("sandbox_id", &self.sandbox_id)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("rule", &self.rule)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Writes events to the proxy's sink and counts them in its totals.
+#[derive(Clone)]
+pub struct EventWriter {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for EventWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventWriter").finish_non_exhaustive()
+    }
+}
+
+impl EventWriter {
+    /// Records one event (counted as allowed or denied; bytes are counted
+    /// by the tunnel's own event, not again here).
+    pub fn record(&self, ev: EgressEvent) {
+        let st = &self.shared.stats;
+        st.events.fetch_add(1, Ordering::Relaxed);
+        match ev.decision {
+            Decision::Allow => st.allowed.fetch_add(1, Ordering::Relaxed),
+            Decision::Deny => st.denied.fetch_add(1, Ordering::Relaxed),
+        };
+        self.shared.sink.record(ev);
+    }
 }
 
 /// Totals since the proxy started.
@@ -379,6 +456,7 @@ impl Attempt {
                 decision: Decision::Deny,
                 rule: "incomplete".into(),
                 status: None,
+                secret_leak: None,
             },
             start: Instant::now(),
             meter: Arc::new(Meter::default()),
@@ -427,6 +505,7 @@ impl Drop for Attempt {
                 decision: Decision::Deny,
                 rule: String::new(),
                 status: None,
+                secret_leak: None,
             },
         );
         ev.duration = self.start.elapsed();
@@ -664,7 +743,7 @@ async fn handle_connection(shared: Arc<Shared>, stream: TcpStream) {
     }
 }
 
-fn status_text(status: u16) -> &'static str {
+pub(crate) fn status_text(status: u16) -> &'static str {
     match status {
         400 => "Bad Request",
         403 => "Forbidden",
@@ -894,6 +973,10 @@ async fn plain_request(
             return false;
         }
     };
+    let mut watch = shared
+        .interceptor
+        .as_ref()
+        .and_then(|i| i.watch_plain_http(&host, port));
     // Reuse the upstream connection when it goes to the same place. A
     // reused connection the origin closed while idle is replaced once, for
     // requests without a body and with a safe method.
@@ -934,7 +1017,11 @@ async fn plain_request(
         let Some(up) = upstream.as_mut() else {
             return false;
         };
-        match exchange(shared, client, up, &req, &att, &applicable).await {
+        let result = exchange(shared, client, up, &req, &att, &applicable, &mut watch).await;
+        if let Some(note) = watch.as_mut().and_then(|w| w.finish()) {
+            note.apply(&mut att.ev);
+        }
+        match result {
             Err(ExchangeError::IdleClosed)
                 if !fresh_tried
                     && req.body == BodyKind::None
@@ -1028,6 +1115,7 @@ async fn exchange(
     req: &RequestHead,
     att: &Attempt,
     applicable: &Applicable,
+    watch: &mut Option<Box<dyn PlainHttpWatch>>,
 ) -> Result<(u16, bool, bool), ExchangeError> {
     let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
     let mut out = Vec::with_capacity(512);
@@ -1067,6 +1155,9 @@ async fn exchange(
     if !charge(shared, att, applicable, out.len()) {
         return Err(before("limit"));
     }
+    if let Some(w) = watch.as_mut() {
+        w.scan(&out);
+    }
     up.conn
         .s
         .write_all(&out)
@@ -1091,6 +1182,9 @@ async fn exchange(
         };
         if !charge(shared, att, applicable, n) {
             return Err(before("limit"));
+        }
+        if let Some(w) = watch.as_mut() {
+            w.scan(&data[..n]);
         }
         up.conn
             .s
@@ -1261,7 +1355,11 @@ async fn splice(
     host: &str,
     port: u16,
 ) {
-    let needs_sni = port == 443 || shared.cfg.cfg.https_only;
+    let interceptor = shared
+        .interceptor
+        .as_ref()
+        .filter(|i| i.intercepts(host, port));
+    let needs_sni = port == 443 || shared.cfg.cfg.https_only || interceptor.is_some();
     if needs_sni {
         match read_client_hello(&mut client).await {
             Ok(Some(sni)) if sni == host => {}
@@ -1289,11 +1387,7 @@ async fn splice(
         return;
     }
     if needs_sni {
-        if let Some(icpt) = shared
-            .interceptor
-            .as_ref()
-            .filter(|i| i.intercepts(host, port))
-        {
+        if let Some(icpt) = interceptor {
             let metered = Metered::new(
                 stream,
                 att.meter.clone(),
@@ -1304,8 +1398,12 @@ async fn splice(
                 sandbox_id: shared.cfg.cfg.sandbox_id.clone(),
                 host: host.to_string(),
                 port,
+                rule: att.ev.rule.clone(),
                 client: TunnelStream::new(buffered, metered),
                 upstream,
+                events: EventWriter {
+                    shared: shared.clone(),
+                },
             };
             if let Err(e) = icpt.intercept(tunnel).await {
                 tracing::debug!(error = %e, "intercepted tunnel ended with an error");

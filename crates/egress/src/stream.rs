@@ -15,16 +15,17 @@ use crate::limits::{Applicable, LimitHit, Limiter};
 /// is shrunk back afterwards.
 pub(crate) const READ_CHUNK: usize = 8 * 1024;
 
-/// A TCP stream with a read buffer the parsers work on.
+/// A stream (TCP unless said otherwise) with a read buffer the parsers
+/// work on.
 #[derive(Debug)]
-pub(crate) struct BufStream {
-    pub(crate) s: TcpStream,
+pub(crate) struct BufStream<S = TcpStream> {
+    pub(crate) s: S,
     buf: Vec<u8>,
     pos: usize,
 }
 
-impl BufStream {
-    pub(crate) fn new(s: TcpStream) -> Self {
+impl<S: AsyncRead + Unpin> BufStream<S> {
+    pub(crate) fn new(s: S) -> Self {
         Self {
             s,
             buf: Vec::with_capacity(READ_CHUNK),

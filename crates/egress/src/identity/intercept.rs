@@ -1,0 +1,678 @@
+//! One intercepted tunnel: TLS toward the sandbox with a leaf from the
+//! per-run CA, TLS toward the origin verified against the trust store, and
+//! an HTTP/1.1 loop in between that swaps placeholders in each request and
+//! streams bodies both ways. One event per request.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::time::timeout;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use zeroize::{Zeroize, Zeroizing};
+
+use super::substitute::{ChunkedDecoder, Loc, Outcome, Plan};
+use super::Inner;
+use crate::event::{redact_url, Decision, EgressEvent, Protocol};
+use crate::http1::{
+    parse_origin_request_head, parse_response_head, BodyKind, ChunkedScanner, RequestError,
+    RequestHead, Target, MAX_HEAD,
+};
+use crate::proxy::{status_text, EventWriter, InterceptedTunnel};
+use crate::stream::{BufStream, READ_CHUNK};
+
+/// Waiting for the next request on a kept-alive connection.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// TLS handshakes, a request head once started, request body pieces.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Waiting for the origin's response head or the next body piece.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Tunnel {
+    inner: Arc<Inner>,
+    sandbox_id: String,
+    host: String,
+    port: u16,
+    rule: String,
+    events: EventWriter,
+}
+
+/// One request's event; written when dropped, whatever path ended it.
+struct Record<'a> {
+    tun: &'a Tunnel,
+    ev: Option<EgressEvent>,
+    start: Instant,
+}
+
+impl Tunnel {
+    fn record(&self, method: &str) -> Record<'_> {
+        Record {
+            tun: self,
+            ev: Some(EgressEvent {
+                time: SystemTime::now(),
+                sandbox_id: self.sandbox_id.clone(),
+                protocol: Protocol::Https,
+                method: method.to_string(),
+                host: self.host.clone(),
+                port: self.port,
+                path: None,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration: Duration::ZERO,
+                decision: Decision::Allow,
+                rule: self.rule.clone(),
+                status: None,
+                secret_leak: None,
+            }),
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Record<'_> {
+    fn ev(&mut self) -> &mut EgressEvent {
+        // Always Some until drop.
+        self.ev.get_or_insert_with(|| EgressEvent {
+            time: SystemTime::now(),
+            sandbox_id: String::new(),
+            protocol: Protocol::Https,
+            method: String::new(),
+            host: String::new(),
+            port: 0,
+            path: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration: Duration::ZERO,
+            decision: Decision::Deny,
+            rule: String::new(),
+            status: None,
+            secret_leak: None,
+        })
+    }
+    fn up(&mut self, n: usize) {
+        self.ev().bytes_up += n as u64;
+    }
+    fn down(&mut self, n: usize) {
+        self.ev().bytes_down += n as u64;
+    }
+    fn deny(&mut self, rule: String, status: Option<u16>) {
+        let ev = self.ev();
+        ev.decision = Decision::Deny;
+        ev.rule = rule;
+        ev.status = status;
+    }
+    fn note(&mut self, outcome: &Outcome) {
+        let (note, leaked) = outcome.note(&self.tun.inner.bindings, &self.tun.host);
+        let ev = self.ev();
+        if !note.is_empty() {
+            ev.rule = format!("{} {note}", ev.rule);
+        }
+        if !leaked.is_empty() {
+            ev.secret_leak = Some(leaked.join(","));
+        }
+    }
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        if let Some(mut ev) = self.ev.take() {
+            ev.duration = self.start.elapsed();
+            self.tun.events.record(ev);
+        }
+    }
+}
+
+pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<()> {
+    let InterceptedTunnel {
+        sandbox_id,
+        host,
+        port,
+        rule,
+        client,
+        upstream,
+        events,
+    } = t;
+    let tun = Tunnel {
+        inner,
+        sandbox_id,
+        host,
+        port,
+        rule,
+        events,
+    };
+    let server_cfg = match tun.inner.ca.server_config(&tun.host) {
+        Ok(c) => c,
+        Err(e) => {
+            tun.record("").deny(format!("client-tls: {e}"), None);
+            return Err(io::Error::other(e.to_string()));
+        }
+    };
+    let name = ServerName::try_from(tun.host.clone()).map_err(io::Error::other)?;
+    let accept = timeout(
+        HANDSHAKE_TIMEOUT,
+        TlsAcceptor::from(server_cfg).accept(client),
+    );
+    let connect = timeout(
+        HANDSHAKE_TIMEOUT,
+        TlsConnector::from(tun.inner.upstream.clone()).connect(name, upstream),
+    );
+    // Both handshakes at once: one round trip less. Nothing of the
+    // sandbox's is sent upstream before both have succeeded.
+    let (c, u) = tokio::join!(accept, connect);
+    let c = match c {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            // E.g. a client that trusts only its own CA bundle: it fails
+            // closed here, before any request is read or sent.
+            tun.record("").deny(format!("client-tls: {e}"), None);
+            return Ok(());
+        }
+        Err(_) => {
+            tun.record("")
+                .deny("client-tls: handshake not completed in time".into(), None);
+            return Ok(());
+        }
+    };
+    let mut c = BufStream::new(c);
+    let u = match u {
+        Ok(Ok(u)) => u,
+        Ok(Err(e)) => {
+            refuse_upstream(&tun, &mut c, &e.to_string()).await;
+            return Ok(());
+        }
+        Err(_) => {
+            refuse_upstream(&tun, &mut c, "handshake not completed in time").await;
+            return Ok(());
+        }
+    };
+    let mut u = BufStream::new(u);
+    let mut first = true;
+    loop {
+        let req = match read_head(&mut c, &tun.host, tun.port, first).await {
+            Head::Closed => break,
+            Head::Bad(e) => {
+                let mut rec = tun.record(&e.method);
+                rec.up(c.data().len().min(MAX_HEAD));
+                rec.deny(format!("malformed: {}", e.reason), Some(e.status));
+                let msg = format!(
+                    "cordon: malformed request refused: {}. Inside an intercepted HTTPS tunnel the proxy speaks HTTP/1.1 (origin-form requests).",
+                    e.reason
+                );
+                let n = answer(&mut c.s, e.status, &msg).await;
+                rec.down(n);
+                break;
+            }
+            Head::Req(r) => r,
+        };
+        first = false;
+        c.consume(req.head_len);
+        if !request(&tun, &mut c, &mut u, req).await {
+            break;
+        }
+    }
+    let _ = c.s.shutdown().await;
+    Ok(())
+}
+
+/// The origin's certificate did not verify: nothing is sent upstream; the
+/// sandbox's first request gets a 502 that says why.
+async fn refuse_upstream<C: AsyncRead + AsyncWrite + Unpin>(
+    tun: &Tunnel,
+    c: &mut BufStream<C>,
+    err: &str,
+) {
+    let head = read_head(c, &tun.host, tun.port, true).await;
+    let mut rec = tun.record("");
+    if let Head::Req(r) = &head {
+        rec.ev().method = r.method.clone();
+        if let Target::Absolute { path, .. } = &r.target {
+            rec.ev().path = Some(redact_url(path));
+        }
+        rec.up(r.head_len);
+    }
+    rec.deny(format!("upstream-tls: {err}"), Some(502));
+    let msg = format!(
+        "cordon: the TLS connection to {}:{} failed verification against the host's trust store ({err}); nothing was sent.",
+        tun.host, tun.port
+    );
+    let n = answer(&mut c.s, 502, &msg).await;
+    rec.down(n);
+    let _ = c.s.shutdown().await;
+}
+
+enum Head {
+    Req(RequestHead),
+    Closed,
+    Bad(RequestError),
+}
+
+async fn read_head<S: AsyncRead + Unpin>(
+    c: &mut BufStream<S>,
+    host: &str,
+    port: u16,
+    first: bool,
+) -> Head {
+    loop {
+        match parse_origin_request_head(c.data(), host, port) {
+            Ok(Some(h)) => return Head::Req(h),
+            Err(e) => return Head::Bad(e),
+            Ok(None) => {}
+        }
+        let started = !c.data().is_empty();
+        let limit = if started || first {
+            HANDSHAKE_TIMEOUT
+        } else {
+            IDLE_TIMEOUT
+        };
+        match timeout(limit, c.fill(MAX_HEAD + 1)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) if !started => return Head::Closed,
+            Ok(_) => {
+                return Head::Bad(RequestError {
+                    status: 400,
+                    reason: "incomplete request head".into(),
+                    method: String::new(),
+                })
+            }
+            Err(_) if !started => return Head::Closed,
+            Err(_) => {
+                return Head::Bad(RequestError {
+                    status: 408,
+                    reason: "request head not completed in time".into(),
+                    method: String::new(),
+                })
+            }
+        }
+    }
+}
+
+/// Writes a plain-text answer from the proxy and asks to close.
+async fn answer<W: AsyncWrite + Unpin>(w: &mut W, status: u16, message: &str) -> usize {
+    let body = format!("{message}\n");
+    let out = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Cordon-Egress: refused\r\n\r\n{body}",
+        status_text(status),
+        body.len()
+    );
+    let _ = w.write_all(out.as_bytes()).await;
+    let _ = w.flush().await;
+    out.len()
+}
+
+enum Fail {
+    /// Nothing was sent to the sandbox yet: answer 502 with this.
+    Before(String),
+    /// The origin closed an idle kept-alive connection before answering:
+    /// close the sandbox's connection too so its client retries.
+    IdleClosed,
+    /// The response was under way: only closing is left.
+    After,
+}
+
+/// Forwards one request with placeholders swapped, and its response.
+/// Returns whether the tunnel can carry another request.
+async fn request<C, U>(
+    tun: &Tunnel,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    req: RequestHead,
+) -> bool
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut rec = tun.record(&req.method);
+    rec.up(req.head_len);
+    if let Target::Absolute { path, .. } = &req.target {
+        // The path as the sandbox sent it (placeholders, never values).
+        rec.ev().path = Some(redact_url(path));
+    }
+    let mut outcome = Outcome::default();
+    let result = exchange(tun, c, u, &req, &mut rec, &mut outcome).await;
+    rec.note(&outcome);
+    match result {
+        Ok((status, keep)) => {
+            rec.ev().status = Some(status);
+            keep
+        }
+        Err(Fail::Before(msg)) => {
+            rec.ev().status = Some(502);
+            rec.ev().rule = format!("{} (upstream-failed)", rec.ev().rule);
+            let m = format!(
+                "cordon: the request to {}:{} failed: {msg}.",
+                tun.host, tun.port
+            );
+            let n = answer(&mut c.s, 502, &m).await;
+            rec.down(n);
+            false
+        }
+        Err(Fail::IdleClosed) => {
+            rec.ev().rule = format!("{} (upstream-closed)", rec.ev().rule);
+            false
+        }
+        Err(Fail::After) => false,
+    }
+}
+
+async fn exchange<C, U>(
+    tun: &Tunnel,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    req: &RequestHead,
+    rec: &mut Record<'_>,
+    outcome: &mut Outcome,
+) -> Result<(u16, bool), Fail>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let bindings = &tun.inner.bindings;
+    let matcher = &tun.inner.matcher;
+    let plan = Plan::tls(bindings, &tun.host, tun.port, Instant::now());
+    let before = |m: &str| Fail::Before(m.to_string());
+
+    // The head, with placeholders swapped where the plan allows.
+    let mut out_req = req.clone();
+    for (_, v) in out_req.headers.iter_mut() {
+        let mut nv = Vec::with_capacity(v.len() + 64);
+        matcher.replace_all(bindings, &plan, Loc::Header, v, &mut nv, outcome);
+        *v = nv;
+    }
+    if let Target::Absolute { path, .. } = &mut out_req.target {
+        let mut np = Vec::with_capacity(path.len() + 64);
+        matcher.replace_all(
+            bindings,
+            &plan,
+            Loc::Target,
+            path.as_bytes(),
+            &mut np,
+            outcome,
+        );
+        // ASCII in, ASCII out (values are percent-encoded in the target).
+        *path = String::from_utf8_lossy(&np).into_owned();
+        np.zeroize();
+    }
+    if !out_req.has_host {
+        let h = if tun.host.contains(':') {
+            format!("[{}]", tun.host)
+        } else {
+            tun.host.clone()
+        };
+        let a = if tun.port == 443 {
+            h
+        } else {
+            format!("{h}:{}", tun.port)
+        };
+        out_req.headers.insert(0, ("Host".into(), a.into_bytes()));
+        out_req.has_host = true;
+    }
+    // Body framing: a substitution that changes the length re-frames a
+    // Content-Length body as chunked; a chunked body is decoded and
+    // re-chunked so placeholders split by chunk boundaries are found.
+    let inject_body = req.body != BodyKind::None && plan.injects(Loc::Body);
+    let reframe =
+        inject_body && (req.body == BodyKind::Chunked || plan.changes_length(bindings, Loc::Body));
+    if reframe && matches!(req.body, BodyKind::Length(_)) {
+        out_req
+            .headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("content-length"));
+        out_req
+            .headers
+            .push(("Transfer-Encoding".into(), b"chunked".to_vec()));
+    }
+    let mut head = Zeroizing::new(Vec::with_capacity(1024));
+    out_req.write_upstream(&mut head);
+    for (_, v) in out_req.headers.iter_mut() {
+        v.zeroize();
+    }
+    if let Target::Absolute { path, .. } = &mut out_req.target {
+        path.zeroize();
+    }
+    if req.expect_continue {
+        c.s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .map_err(|_| before("client went away"))?;
+        c.s.flush().await.map_err(|_| before("client went away"))?;
+    }
+    u.s.write_all(&head)
+        .await
+        .map_err(|e| before(&format!("sending to upstream: {e}")))?;
+    drop(head);
+    send_body(tun, c, u, req.body, reframe, &plan, rec, outcome).await?;
+    u.s.flush()
+        .await
+        .map_err(|e| before(&format!("sending to upstream: {e}")))?;
+    relay_response(tun, c, u, req, rec).await
+}
+
+enum BodyIn {
+    Len(u64),
+    /// Chunked, passed through as it is (only scanned).
+    Raw(ChunkedScanner),
+    /// Chunked, decoded for substitution and chunked again.
+    Decode(ChunkedDecoder),
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn send_body<C, U>(
+    tun: &Tunnel,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    kind: BodyKind,
+    reframe: bool,
+    plan: &Plan,
+    rec: &mut Record<'_>,
+    outcome: &mut Outcome,
+) -> Result<(), Fail>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut input = match kind {
+        BodyKind::None | BodyKind::UntilClose => return Ok(()),
+        BodyKind::Length(n) => BodyIn::Len(n),
+        BodyKind::Chunked if reframe => BodyIn::Decode(ChunkedDecoder::default()),
+        BodyKind::Chunked => BodyIn::Raw(ChunkedScanner::new()),
+    };
+    let bindings = &tun.inner.bindings;
+    let matcher = &tun.inner.matcher;
+    let mut carry: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::new());
+    let mut piece: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK));
+    let mut out: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK + 64));
+    loop {
+        if c.data().is_empty() {
+            match timeout(HANDSHAKE_TIMEOUT, c.fill(READ_CHUNK)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Err(Fail::Before("the request body ended early".into())),
+            }
+        }
+        let data = c.data();
+        piece.clear();
+        let (n, done) = match &mut input {
+            BodyIn::Len(left) => {
+                let n = (data.len() as u64).min(*left) as usize;
+                *left -= n as u64;
+                piece.extend_from_slice(&data[..n]);
+                (n, *left == 0)
+            }
+            BodyIn::Raw(s) => {
+                let n = s.feed(data).map_err(|e| Fail::Before(e.into()))?;
+                piece.extend_from_slice(&data[..n]);
+                (n, s.is_done())
+            }
+            BodyIn::Decode(d) => {
+                let n = d
+                    .decode(data, &mut piece)
+                    .map_err(|e| Fail::Before(e.into()))?;
+                (n, d.is_done())
+            }
+        };
+        c.consume(n);
+        rec.up(n);
+        out.clear();
+        if reframe {
+            let mut sub: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(piece.len() + 64));
+            matcher.stream(
+                bindings,
+                plan,
+                Loc::Body,
+                &mut carry,
+                &piece,
+                done,
+                &mut sub,
+                outcome,
+            );
+            if !sub.is_empty() {
+                out.extend_from_slice(format!("{:x}\r\n", sub.len()).as_bytes());
+                out.extend_from_slice(&sub);
+                out.extend_from_slice(b"\r\n");
+            }
+            if done {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+        } else {
+            matcher.stream(
+                bindings,
+                plan,
+                Loc::Body,
+                &mut carry,
+                &piece,
+                done,
+                &mut out,
+                outcome,
+            );
+        }
+        if !out.is_empty() {
+            u.s.write_all(&out)
+                .await
+                .map_err(|e| Fail::Before(format!("sending to upstream: {e}")))?;
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+async fn relay_response<C, U>(
+    tun: &Tunnel,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    req: &RequestHead,
+    rec: &mut Record<'_>,
+) -> Result<(u16, bool), Fail>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let head_request = req.method == "HEAD";
+    let mut interim_sent = false;
+    let resp = loop {
+        let parsed = loop {
+            match parse_response_head(u.data(), head_request) {
+                Ok(Some(r)) => break r,
+                Ok(None) => {}
+                Err(e) => return Err(Fail::Before(e)),
+            }
+            match timeout(RESPONSE_TIMEOUT, u.fill(MAX_HEAD + 1)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(_) if u.data().is_empty() && !interim_sent => return Err(Fail::IdleClosed),
+                Ok(_) => {
+                    return Err(Fail::Before(
+                        "upstream closed the connection mid-response".into(),
+                    ))
+                }
+                Err(_) => return Err(Fail::Before("upstream did not answer in time".into())),
+            }
+        };
+        u.consume(parsed.head_len);
+        if (100..200).contains(&parsed.status) {
+            if parsed.status == 101 {
+                return Err(Fail::Before(
+                    "upstream switched protocols (WebSocket and other upgrades are not relayed on intercepted tunnels)"
+                        .into(),
+                ));
+            }
+            let mut interim = Vec::new();
+            parsed.write_client(&mut interim, false);
+            c.s.write_all(&interim).await.map_err(|_| Fail::After)?;
+            rec.down(interim.len());
+            interim_sent = true;
+            continue;
+        }
+        break parsed;
+    };
+    let mut resp = resp;
+    let until_close = resp.body == BodyKind::UntilClose;
+    // The origin connection cannot be replaced inside a tunnel (it is the
+    // one pinned address): when it cannot carry another request, neither
+    // can the tunnel.
+    let keep = req.keep_alive && resp.reusable && !until_close;
+    // A value echoed back in a response header goes back to its placeholder.
+    for (_, v) in resp.headers.iter_mut() {
+        unleak(tun, v);
+    }
+    let mut out = Vec::with_capacity(1024);
+    resp.write_client(&mut out, !keep);
+    let mut left = match resp.body {
+        BodyKind::Length(n) => n,
+        _ => 0,
+    };
+    let mut scanner = ChunkedScanner::new();
+    let mut done = resp.body == BodyKind::None;
+    loop {
+        let data = u.data();
+        let n = match resp.body {
+            BodyKind::Length(_) => {
+                let n = (data.len() as u64).min(left) as usize;
+                left -= n as u64;
+                done = left == 0;
+                n
+            }
+            BodyKind::Chunked => {
+                let n = scanner.feed(data).map_err(|_| Fail::After)?;
+                done = scanner.is_done();
+                n
+            }
+            BodyKind::UntilClose => data.len(),
+            BodyKind::None => 0,
+        };
+        out.extend_from_slice(&data[..n]);
+        u.consume(n);
+        if !out.is_empty() {
+            c.s.write_all(&out).await.map_err(|_| Fail::After)?;
+            rec.down(out.len());
+            out.clear();
+        }
+        if done {
+            break;
+        }
+        match timeout(RESPONSE_TIMEOUT, u.fill(READ_CHUNK)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            // A close-delimited body ends when the origin closes (with or
+            // without close_notify).
+            Ok(_) if until_close => break,
+            _ => return Err(Fail::After),
+        }
+    }
+    c.s.flush().await.map_err(|_| Fail::After)?;
+    let keep = keep && u.data().is_empty();
+    Ok((resp.status, keep))
+}
+
+/// Replaces real values of secrets bound to this host with their
+/// placeholders (e.g. an origin that echoes the Authorization header).
+fn unleak(tun: &Tunnel, v: &mut Vec<u8>) {
+    for b in &tun.inner.bindings {
+        if !b.is_bound_to(&tun.host, tun.port) {
+            continue;
+        }
+        let value = b.value.as_bytes();
+        let mut from = 0;
+        while let Some(pos) = memchr::memmem::find(&v[from..], value).map(|p| p + from) {
+            v.splice(pos..pos + value.len(), b.placeholder.bytes());
+            from = pos + b.placeholder.len();
+        }
+    }
+}
