@@ -159,8 +159,17 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
         TlsConnector::from(tun.inner.upstream.clone()).connect(name, upstream),
     );
     // Both handshakes at once: one round trip less. Nothing of the
-    // sandbox's is sent upstream before both have succeeded.
-    let (c, u) = tokio::join!(accept, connect);
+    // sandbox's is sent upstream before both have succeeded, and a failed
+    // client handshake ends the tunnel without waiting for the origin.
+    tokio::pin!(accept);
+    tokio::pin!(connect);
+    let mut upstream_done = None;
+    let c = loop {
+        tokio::select! {
+            c = &mut accept => break c,
+            u = &mut connect, if upstream_done.is_none() => upstream_done = Some(u),
+        }
+    };
     let c = match c {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -176,6 +185,10 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
         }
     };
     let mut c = BufStream::new(c);
+    let u = match upstream_done {
+        Some(u) => u,
+        None => connect.await,
+    };
     let u = match u {
         Ok(Ok(u)) => u,
         Ok(Err(e)) => {

@@ -1,0 +1,1030 @@
+//! The identity layer end to end, on loopback only: HTTPS origins with
+//! their own test CA (trusted by the proxy's upstream side through the
+//! extra roots), the proxy with `resolve_overrides`, and real clients
+//! (curl, Python requests, a rustls client).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{curl, have, overrides, rules, Proxy, Seen, TempDir};
+use cordon_egress::{
+    Decision, EgressConfig, EgressEvent, HostRule, Identity, InjectWhere, Protocol, SecretBinding,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use zeroize::Zeroizing;
+
+const API_VALUE: &str = "s3cr3t-api-value-0001";
+const API_PH: &str = "cordon-api_token-00000000000000000000000000000001";
+const OTHER_VALUE: &str = "hunter2-other-value";
+const OTHER_PH: &str = "cordon-other_token-0000000000000000000000000000002";
+
+/// Prints `SKIPPED`, or panics under CORDON_TESTS_REQUIRE_ALL=1.
+fn skip_unless(test: &str, ok: bool, why: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var("CORDON_TESTS_REQUIRE_ALL").as_deref() == Ok("1") {
+        panic!("{test}: required but cannot run: {why}");
+    }
+    eprintln!("SKIPPED: {test}: {why}");
+    false
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA that signs origin certificates.
+struct TestCa {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pem: String,
+}
+
+impl TestCa {
+    fn new(cn: &str) -> Self {
+        let mut params = rcgen::CertificateParams::default();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Self {
+            pem: cert.pem(),
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    fn leaf(&self, names: &[&str]) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+    }
+}
+
+/// An HTTPS origin (HTTP/1.1, keep-alive, Content-Length and chunked
+/// request bodies). It answers `ok METHOD TARGET`; `/echo-auth` puts the
+/// Authorization it received into an `X-Echo` response header.
+struct HttpsOrigin {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl HttpsOrigin {
+    fn start(ca: &TestCa, names: &[&str]) -> Self {
+        let (chain, key) = ca.leaf(names);
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let cfg = Arc::new(cfg);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(conn) = conn else { continue };
+                let (cfg, seen) = (cfg.clone(), s2.clone());
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
+                    let Ok(tls) = rustls::ServerConnection::new(cfg) else {
+                        return;
+                    };
+                    let stream = rustls::StreamOwned::new(tls, conn);
+                    let _ = serve(BufReader::new(stream), seen);
+                });
+            }
+        });
+        Self { addr, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve<S: Read + Write>(mut r: BufReader<S>, seen: Arc<Mutex<Vec<Seen>>>) -> std::io::Result<()> {
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.trim_end().splitn(3, ' ');
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h)?;
+            let h = h.trim_end_matches(['\r', '\n']);
+            if h.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        let mut body = Vec::new();
+        if get("transfer-encoding").is_some() {
+            loop {
+                let mut size = String::new();
+                r.read_line(&mut size)?;
+                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                    .unwrap_or(0);
+                if n == 0 {
+                    let mut end = String::new();
+                    loop {
+                        end.clear();
+                        r.read_line(&mut end)?;
+                        if end.trim().is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                let mut chunk = vec![0; n + 2];
+                r.read_exact(&mut chunk)?;
+                body.extend_from_slice(&chunk[..n]);
+            }
+        } else if let Some(cl) = get("content-length") {
+            body.resize(cl.parse().unwrap_or(0), 0);
+            r.read_exact(&mut body)?;
+        }
+        let echo = if target == "/echo-auth" {
+            format!("X-Echo: {}\r\n", get("authorization").unwrap_or_default())
+        } else {
+            String::new()
+        };
+        seen.lock().unwrap().push(Seen {
+            method: method.clone(),
+            target: target.clone(),
+            headers,
+            body,
+        });
+        let text = format!("ok {method} {target}");
+        let w = r.get_mut();
+        write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{echo}\r\n{text}",
+            text.len()
+        )?;
+        w.flush()?;
+    }
+}
+
+fn binding(
+    name: &str,
+    ph: &str,
+    value: &str,
+    hosts: &[&str],
+    inject: InjectWhere,
+) -> SecretBinding {
+    SecretBinding {
+        name: name.into(),
+        placeholder: ph.into(),
+        value: Zeroizing::new(value.into()),
+        hosts: hosts.iter().map(|h| HostRule::parse(h).unwrap()).collect(),
+        inject,
+        expires_at: None,
+    }
+}
+
+fn everywhere() -> InjectWhere {
+    InjectWhere {
+        headers: true,
+        query: true,
+        body: true,
+    }
+}
+
+/// The usual setup: API_TOKEN bound to api.test, OTHER_TOKEN to other.test.
+fn standard_bindings() -> Vec<SecretBinding> {
+    vec![
+        binding(
+            "API_TOKEN",
+            API_PH,
+            API_VALUE,
+            &["api.test"],
+            InjectWhere::default(),
+        ),
+        binding(
+            "OTHER_TOKEN",
+            OTHER_PH,
+            OTHER_VALUE,
+            &["other.test"],
+            InjectWhere::default(),
+        ),
+    ]
+}
+
+struct Setup {
+    proxy: Proxy,
+    identity: Identity,
+    _dir: TempDir,
+    /// The per-run CA (what the sandbox trusts).
+    run_ca: std::path::PathBuf,
+    /// The origins' own CA only (a client that pins it).
+    origin_ca: std::path::PathBuf,
+}
+
+/// Waits (up to 5 s) until the proxy has written an event matching `f`.
+fn wait_for_event(p: &Proxy, f: impl Fn(&EgressEvent) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !p.events.lock().unwrap().iter().any(&f) {
+        assert!(Instant::now() < deadline, "event did not arrive");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn setup(bindings: Vec<SecretBinding>, origin_ca: &TestCa, hosts: &[(&str, SocketAddr)]) -> Setup {
+    let identity = Identity::new(bindings, Some(origin_ca.pem.as_bytes())).unwrap();
+    let dir = TempDir::new("identity");
+    let run_ca = dir.0.join("run-ca.pem");
+    std::fs::write(&run_ca, identity.ca_cert_pem()).unwrap();
+    let origin_ca_path = dir.0.join("origin-ca.pem");
+    std::fs::write(&origin_ca_path, &origin_ca.pem).unwrap();
+    let names: Vec<&str> = hosts.iter().map(|(h, _)| *h).collect();
+    let cfg = EgressConfig {
+        sandbox_id: "sb-identity".into(),
+        allow: rules(&names),
+        resolve_overrides: overrides(hosts),
+        ..Default::default()
+    };
+    let id2 = identity.clone();
+    let proxy = Proxy::start_with(cfg, move |e| e.with_tls_interceptor(Arc::new(id2)));
+    Setup {
+        proxy,
+        identity,
+        _dir: dir,
+        run_ca,
+        origin_ca: origin_ca_path,
+    }
+}
+
+/// No event (as logged) holds a secret's value.
+fn assert_clean(events: &[EgressEvent]) {
+    for e in events {
+        let line = e.to_json_line();
+        let dbg = format!("{e:?}");
+        for v in [API_VALUE, OTHER_VALUE] {
+            assert!(!line.contains(v), "value in event: {line}");
+            assert!(!dbg.contains(v), "value in event Debug: {dbg}");
+        }
+    }
+}
+
+fn https_events<'a>(events: &'a [EgressEvent], host: &str) -> Vec<&'a EgressEvent> {
+    events
+        .iter()
+        .filter(|e| e.protocol == Protocol::Https && e.host == host)
+        .collect()
+}
+
+fn curl_via(s: &Setup, ca: &std::path::Path, url: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "--proxy".to_string(),
+        s.proxy.url(),
+        "--cacert".into(),
+        ca.display().to_string(),
+        url.to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    curl(&refs)
+}
+
+#[test]
+fn curl_bound_host_gets_the_real_secret() {
+    if !skip_unless(
+        "curl_bound_host_gets_the_real_secret",
+        have("curl"),
+        "curl is not installed",
+    ) {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let s = setup(standard_bindings(), &ca, &[("api.test", api.addr)]);
+    let port = api.addr.port();
+    let auth = format!("Authorization: Bearer {API_PH}");
+    let custom = format!("X-Api-Key: {API_PH}");
+    // Two requests on one connection (keep-alive inside the tunnel).
+    let (code, out, err) = curl_via(
+        &s,
+        &s.run_ca,
+        &format!("https://api.test:{port}/v1/user?q=1"),
+        &[
+            "-H",
+            &auth,
+            "-H",
+            &custom,
+            &format!("https://api.test:{port}/v1/second"),
+        ],
+    );
+    assert_eq!(code, 0, "curl: {err}");
+    assert!(out.contains("ok GET /v1/user?q=1"), "{out}");
+    assert!(out.contains("ok GET /v1/second"), "{out}");
+    let seen = api.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {API_VALUE}").as_str())
+    );
+    assert_eq!(seen[0].header("x-api-key"), Some(API_VALUE));
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let reqs = https_events(&events, "api.test");
+    assert_eq!(reqs.len(), 2, "{events:#?}");
+    let e = reqs[0];
+    assert_eq!(e.decision, Decision::Allow);
+    assert_eq!(e.method, "GET");
+    assert_eq!(e.status, Some(200));
+    assert_eq!(e.path.as_deref(), Some("/v1/user?q=1"));
+    assert_eq!(
+        e.rule, "allow:api.test (secret API_TOKEN injected)",
+        "{e:?}"
+    );
+    assert!(e.bytes_up > 0 && e.bytes_down > 0);
+    assert_eq!(e.secret_leak, None);
+    // The tunnel has its own CONNECT event; only one tunnel was opened.
+    let tunnels: Vec<_> = events
+        .iter()
+        .filter(|e| e.protocol == Protocol::Connect && e.host == "api.test")
+        .collect();
+    assert_eq!(tunnels.len(), 1, "{events:#?}");
+}
+
+#[test]
+fn unbound_host_gets_only_the_placeholder_and_the_leak_is_reported() {
+    if !skip_unless(
+        "unbound_host_gets_only_the_placeholder",
+        have("curl"),
+        "curl is not installed",
+    ) {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let other = HttpsOrigin::start(&ca, &["other.test"]);
+    let plain = common::HttpServer::start();
+    let s = setup(
+        standard_bindings(),
+        &ca,
+        &[
+            ("api.test", api.addr),
+            ("other.test", other.addr),
+            ("plain.test", plain.addr),
+        ],
+    );
+    // API_TOKEN's placeholder to other.test (intercepted for OTHER_TOKEN).
+    let auth = format!("Authorization: Bearer {API_PH}");
+    let (code, out, err) = curl_via(
+        &s,
+        &s.run_ca,
+        &format!("https://other.test:{}/x", other.addr.port()),
+        &["-H", &auth],
+    );
+    assert_eq!(code, 0, "curl: {err}");
+    assert!(out.contains("ok GET /x"), "{out}");
+    let seen = other.seen();
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {API_PH}").as_str())
+    );
+    // Plain HTTP to an unbound host, and to the bound host (never injected
+    // over cleartext).
+    let q = format!("http://plain.test:{}/p?k={API_PH}", plain.addr.port());
+    let (code, _, err) = curl(&["--proxy", &s.proxy.url(), &q]);
+    assert_eq!(code, 0, "{err}");
+    let plain_seen = plain.seen();
+    assert!(plain_seen[0].target.contains(API_PH), "{plain_seen:?}");
+    assert!(api.seen().is_empty());
+
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let e = https_events(&events, "other.test")[0];
+    assert_eq!(e.secret_leak.as_deref(), Some("API_TOKEN"), "{e:?}");
+    assert!(
+        e.rule
+            .contains("secret API_TOKEN placeholder to other.test, a host it is not bound to"),
+        "{e:?}"
+    );
+    let p = events.iter().find(|e| e.host == "plain.test").unwrap();
+    assert_eq!(p.protocol, Protocol::Http);
+    assert_eq!(p.secret_leak.as_deref(), Some("API_TOKEN"), "{p:?}");
+}
+
+#[test]
+fn plain_http_to_a_bound_host_is_not_injected_and_reported() {
+    if !skip_unless(
+        "plain_http_to_a_bound_host",
+        have("curl"),
+        "curl is not installed",
+    ) {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let plain = common::HttpServer::start();
+    let s = setup(standard_bindings(), &ca, &[("api.test", plain.addr)]);
+    let auth = format!("Authorization: Bearer {API_PH}");
+    let url = format!("http://api.test:{}/cleartext", plain.addr.port());
+    let (code, _, err) = curl(&["--proxy", &s.proxy.url(), &url, "-H", &auth]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        plain.seen()[0].header("authorization"),
+        Some(format!("Bearer {API_PH}").as_str())
+    );
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let e = events
+        .iter()
+        .find(|e| e.protocol == Protocol::Http)
+        .unwrap();
+    assert_eq!(e.secret_leak.as_deref(), Some("API_TOKEN"));
+    assert!(
+        e.rule.contains("over cleartext HTTP, not injected"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_host_without_a_bound_secret_stays_an_opaque_tunnel() {
+    if !skip_unless("opaque_tunnel", have("curl"), "curl is not installed") {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let opaque = HttpsOrigin::start(&ca, &["opaque.test"]);
+    let s = setup(standard_bindings(), &ca, &[("opaque.test", opaque.addr)]);
+    // The client trusts only the origin's CA: it succeeds, so it talked to
+    // the origin's own TLS, not to the proxy.
+    let (code, out, err) = curl_via(
+        &s,
+        &s.origin_ca,
+        &format!("https://opaque.test:{}/o", opaque.addr.port()),
+        &["-H", &format!("Authorization: Bearer {API_PH}")],
+    );
+    assert_eq!(code, 0, "curl: {err}");
+    assert!(out.contains("ok GET /o"));
+    // And with only the per-run CA it fails: nobody presents a per-run leaf.
+    let (code, _, _) = curl_via(
+        &s,
+        &s.run_ca,
+        &format!("https://opaque.test:{}/o", opaque.addr.port()),
+        &[],
+    );
+    assert_ne!(code, 0);
+    let (events, _) = s.proxy.finish();
+    assert!(
+        https_events(&events, "opaque.test").is_empty(),
+        "{events:#?}"
+    );
+    assert!(events.iter().any(|e| e.protocol == Protocol::Connect
+        && e.host == "opaque.test"
+        && e.decision == Decision::Allow));
+}
+
+#[test]
+fn a_client_pinning_its_own_ca_fails_closed() {
+    if !skip_unless(
+        "pinning_client_fails_closed",
+        have("curl"),
+        "curl is not installed",
+    ) {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let s = setup(standard_bindings(), &ca, &[("api.test", api.addr)]);
+    let (code, _, err) = curl_via(
+        &s,
+        &s.origin_ca,
+        &format!("https://api.test:{}/pinned", api.addr.port()),
+        &["-H", &format!("Authorization: Bearer {API_PH}")],
+    );
+    assert_eq!(code, 60, "expected a certificate error: {err}");
+    assert!(api.seen().is_empty(), "the origin received a request");
+    wait_for_event(&s.proxy, |e| e.protocol == Protocol::Https);
+    let (events, _) = s.proxy.finish();
+    let e = https_events(&events, "api.test");
+    assert_eq!(e.len(), 1, "{events:#?}");
+    assert_eq!(e[0].decision, Decision::Deny);
+    assert!(e[0].rule.starts_with("client-tls:"), "{:?}", e[0]);
+}
+
+#[test]
+fn upstream_verification_cannot_be_bypassed() {
+    if !skip_unless(
+        "upstream_verification",
+        have("curl"),
+        "curl is not installed",
+    ) {
+        return;
+    }
+    let trusted = TestCa::new("origin test CA");
+    let rogue = TestCa::new("rogue CA");
+    // evil.test: a certificate from a CA the proxy does not trust.
+    let evil = HttpsOrigin::start(&rogue, &["evil.test"]);
+    // wrong.test: a trusted CA, but the certificate names another host.
+    let wrong = HttpsOrigin::start(&trusted, &["not-wrong.test"]);
+    let bindings = vec![binding(
+        "API_TOKEN",
+        API_PH,
+        API_VALUE,
+        &["evil.test", "wrong.test"],
+        InjectWhere::default(),
+    )];
+    let s = setup(
+        bindings,
+        &trusted,
+        &[("evil.test", evil.addr), ("wrong.test", wrong.addr)],
+    );
+    for (host, origin) in [("evil.test", &evil), ("wrong.test", &wrong)] {
+        let (code, out, err) = curl_via(
+            &s,
+            &s.run_ca,
+            &format!("https://{host}:{}/steal", origin.addr.port()),
+            &[
+                "-H",
+                &format!("Authorization: Bearer {API_PH}"),
+                "-w",
+                "\n%{http_code}",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(out.ends_with("\n502"), "{host}: {out}");
+        assert!(out.contains("failed verification"), "{out}");
+        assert!(origin.seen().is_empty(), "{host} received a request");
+    }
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    for host in ["evil.test", "wrong.test"] {
+        let e = https_events(&events, host);
+        assert_eq!(e.len(), 1, "{events:#?}");
+        assert_eq!(e[0].decision, Decision::Deny);
+        assert!(e[0].rule.starts_with("upstream-tls:"), "{:?}", e[0]);
+        assert_eq!(e[0].status, Some(502));
+    }
+}
+
+#[test]
+fn injection_stops_when_the_ttl_is_over() {
+    if !skip_unless("ttl", have("curl"), "curl is not installed") {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let mut b = standard_bindings();
+    b[0].expires_at = Some(Instant::now() + Duration::from_millis(1500));
+    let s = setup(b, &ca, &[("api.test", api.addr)]);
+    let url = format!("https://api.test:{}/ttl", api.addr.port());
+    let auth = format!("Authorization: Bearer {API_PH}");
+    let (code, _, err) = curl_via(&s, &s.run_ca, &url, &["-H", &auth]);
+    assert_eq!(code, 0, "{err}");
+    std::thread::sleep(Duration::from_millis(1700));
+    let (code, _, err) = curl_via(&s, &s.run_ca, &url, &["-H", &auth]);
+    assert_eq!(code, 0, "{err}");
+    let seen = api.seen();
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {API_VALUE}").as_str())
+    );
+    assert_eq!(
+        seen[1].header("authorization"),
+        Some(format!("Bearer {API_PH}").as_str())
+    );
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let e = https_events(&events, "api.test");
+    assert!(e[0].rule.contains("injected"));
+    assert!(
+        e[1].rule.contains("secret API_TOKEN expired, not injected"),
+        "{:?}",
+        e[1]
+    );
+    assert_eq!(e[1].secret_leak, None);
+}
+
+/// CONNECT through the proxy, then TLS with rustls trusting only `ca_pem`.
+fn rustls_client(
+    proxy: SocketAddr,
+    host: &str,
+    port: u16,
+    ca_pem: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let mut tcp = TcpStream::connect(proxy).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(
+        tcp,
+        "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tcp.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let conn = rustls::ClientConnection::new(
+        Arc::new(cfg),
+        ServerName::try_from(host.to_string()).unwrap(),
+    )
+    .unwrap();
+    rustls::StreamOwned::new(conn, tcp)
+}
+
+/// Reads one response with a Content-Length body.
+fn read_resp<S: Read>(s: &mut S) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+#[test]
+fn body_and_query_injection_only_where_enabled() {
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    // A: query and body enabled, value shorter than the placeholder.
+    // B: headers only. C: body enabled, value as long as the placeholder.
+    let same_len_ph = "cordon-c-000000000000000000000003";
+    let same_len_val = "tok-123-xxxxxxxxxxxxxxxxxxxxxxxxx";
+    assert_eq!(same_len_ph.len(), same_len_val.len());
+    let b = vec![
+        binding("A", API_PH, API_VALUE, &["api.test"], everywhere()),
+        binding(
+            "B",
+            OTHER_PH,
+            OTHER_VALUE,
+            &["api.test"],
+            InjectWhere::default(),
+        ),
+        binding("C", same_len_ph, same_len_val, &["api.test"], everywhere()),
+    ];
+    let s = setup(b, &ca, &[("api.test", api.addr)]);
+    let port = api.addr.port();
+    let mut tls = rustls_client(s.proxy.addr, "api.test", port, &s.identity.ca_cert_pem());
+
+    // 1. Content-Length body with A and B, query with A and B: A is
+    // replaced (body re-framed as chunked), B is not.
+    let body = format!("{{\"a\":\"{API_PH}\",\"b\":\"{OTHER_PH}\"}}");
+    write!(
+        tls,
+        "POST /q?a={API_PH}&b={OTHER_PH} HTTP/1.1\r\nHost: api.test:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let (head, text) = read_resp(&mut tls);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(String::from_utf8_lossy(&text).starts_with("ok POST"));
+
+    // 2. A chunked body with A's placeholder split across chunks.
+    let (p1, p2) = API_PH.split_at(10);
+    let chunked = format!(
+        "{:x}\r\nx={p1}\r\n{:x}\r\n{p2};\r\n0\r\n\r\n",
+        p1.len() + 2,
+        p2.len() + 1
+    );
+    write!(
+        tls,
+        "PUT /chunked HTTP/1.1\r\nHost: api.test:{port}\r\nTransfer-Encoding: chunked\r\n\r\n{chunked}"
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let (head, _) = read_resp(&mut tls);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+    // 3. C only.
+    let body3 = format!("c={same_len_ph}");
+    write!(
+        tls,
+        "POST /same HTTP/1.1\r\nHost: api.test:{port}\r\nContent-Length: {}\r\n\r\n{body3}",
+        body3.len()
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let (head, _) = read_resp(&mut tls);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+    // 4. The origin echoes the injected header: the sandbox sees the
+    // placeholder again, not the value.
+    write!(
+        tls,
+        "GET /echo-auth HTTP/1.1\r\nHost: api.test:{port}\r\nAuthorization: Bearer {API_PH}\r\n\r\n"
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let (head, _) = read_resp(&mut tls);
+    assert!(head.contains(&format!("X-Echo: Bearer {API_PH}")), "{head}");
+    assert!(!head.contains(API_VALUE), "{head}");
+    drop(tls);
+
+    let seen = api.seen();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!(seen[0].target, format!("/q?a={API_VALUE}&b={OTHER_PH}"));
+    assert_eq!(
+        String::from_utf8_lossy(&seen[0].body),
+        format!("{{\"a\":\"{API_VALUE}\",\"b\":\"{OTHER_PH}\"}}")
+    );
+    assert_eq!(seen[0].header("transfer-encoding"), Some("chunked"));
+    assert_eq!(seen[0].header("content-length"), None);
+    assert_eq!(
+        String::from_utf8_lossy(&seen[1].body),
+        format!("x={API_VALUE};")
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&seen[2].body),
+        format!("c={same_len_val}")
+    );
+    assert_eq!(
+        seen[3].header("authorization"),
+        Some(format!("Bearer {API_VALUE}").as_str())
+    );
+
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let e = https_events(&events, "api.test");
+    assert_eq!(e.len(), 4, "{events:#?}");
+    assert!(e[0].rule.contains("secret A injected"), "{:?}", e[0]);
+    assert!(
+        e[0].rule
+            .contains("secret B placeholder in the query string, where injection is not enabled"),
+        "{:?}",
+        e[0]
+    );
+    assert!(
+        e[0].rule.contains("secret B placeholder in the body"),
+        "{:?}",
+        e[0]
+    );
+    assert_eq!(e[0].secret_leak, None);
+    // The path in the event is the one the sandbox sent, redacted.
+    assert!(!e[0].path.as_deref().unwrap_or("").contains(API_VALUE));
+}
+
+#[test]
+fn python_requests_gets_the_secret_injected() {
+    let ok = Command::new("python3")
+        .args(["-c", "import requests"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !skip_unless(
+        "python_requests",
+        ok,
+        "python3 with requests is not available",
+    ) {
+        return;
+    }
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let s = setup(standard_bindings(), &ca, &[("api.test", api.addr)]);
+    let script = r#"
+import sys, requests
+proxy, ca, url, ph = sys.argv[1:5]
+s = requests.Session()
+s.trust_env = False
+for i in range(3):
+    r = s.get(url, headers={"Authorization": "Bearer " + ph}, proxies={"https": proxy}, verify=ca, timeout=15)
+    print(r.status_code, r.text)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(s.proxy.url())
+        .arg(&s.run_ca)
+        .arg(format!("https://api.test:{}/py", api.addr.port()))
+        .arg(API_PH)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches("200 ok GET /py").count(), 3, "{stdout}");
+    let seen = api.seen();
+    assert_eq!(seen.len(), 3);
+    for r in &seen {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {API_VALUE}").as_str())
+        );
+    }
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    assert_eq!(https_events(&events, "api.test").len(), 3);
+}
+
+#[test]
+fn values_never_appear_in_debug_output_or_errors() {
+    let b = standard_bindings();
+    for x in &b {
+        let d = format!("{x:?}");
+        assert!(!d.contains(API_VALUE) && !d.contains(OTHER_VALUE), "{d}");
+        assert!(d.contains("[REDACTED]"));
+    }
+    let identity = Identity::new(b, None).unwrap();
+    let d = format!("{identity:?} {identity:#?} {:?}", InjectWhere::default());
+    assert!(!d.contains(API_VALUE) && !d.contains(OTHER_VALUE), "{d}");
+    assert!(identity
+        .ca_cert_pem()
+        .starts_with("-----BEGIN CERTIFICATE-----"));
+    assert!(!identity.ca_cert_pem().contains("PRIVATE KEY"));
+    let ph = identity.placeholders();
+    assert_eq!(ph[0], ("API_TOKEN".to_string(), API_PH.to_string()));
+
+    // Refused bindings: the error names the secret, never its value.
+    let bad_value = "line1\r\nX-Injected: s3cr3t";
+    let cases = [
+        binding(
+            "A",
+            API_PH,
+            bad_value,
+            &["api.test"],
+            InjectWhere::default(),
+        ),
+        binding(
+            "A",
+            "short",
+            API_VALUE,
+            &["api.test"],
+            InjectWhere::default(),
+        ),
+        binding("A", API_PH, "", &["api.test"], InjectWhere::default()),
+        binding("A", API_PH, API_VALUE, &[], InjectWhere::default()),
+    ];
+    for c in cases {
+        let e = Identity::new(vec![c], None).unwrap_err();
+        let text = format!("{e} {e:?}");
+        assert!(text.contains("\"A\""), "{text}");
+        assert!(
+            !text.contains("s3cr3t") && !text.contains(API_VALUE),
+            "{text}"
+        );
+    }
+    let dup = vec![
+        binding(
+            "A",
+            API_PH,
+            API_VALUE,
+            &["api.test"],
+            InjectWhere::default(),
+        ),
+        binding(
+            "B",
+            API_PH,
+            OTHER_VALUE,
+            &["api.test"],
+            InjectWhere::default(),
+        ),
+    ];
+    assert!(Identity::new(dup, None).is_err());
+    assert!(Identity::new(Vec::new(), Some(b"not pem")).is_err());
+
+    let p = Identity::new_placeholder("GITHUB_TOKEN").unwrap();
+    assert!(
+        p.starts_with("cordon-github_token-") && p.len() == 20 + 32,
+        "{p}"
+    );
+    assert_ne!(p, Identity::new_placeholder("GITHUB_TOKEN").unwrap());
+}
+
+#[test]
+fn socks5_to_a_bound_host_is_intercepted_too() {
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let s = setup(standard_bindings(), &ca, &[("api.test", api.addr)]);
+    let mut tcp = TcpStream::connect(s.proxy.addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    tcp.write_all(&[5, 1, 0]).unwrap();
+    let mut r = [0u8; 2];
+    tcp.read_exact(&mut r).unwrap();
+    let host = b"api.test";
+    let mut req = vec![5, 1, 0, 3, host.len() as u8];
+    req.extend_from_slice(host);
+    req.extend_from_slice(&api.addr.port().to_be_bytes());
+    tcp.write_all(&req).unwrap();
+    let mut r = [0u8; 10];
+    tcp.read_exact(&mut r).unwrap();
+    assert_eq!(r[1], 0);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(s.identity.ca_cert_pem().as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(cfg), ServerName::try_from("api.test").unwrap())
+            .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET /socks HTTP/1.1\r\nHost: api.test:{}\r\nAuthorization: token {API_PH}\r\nConnection: close\r\n\r\n",
+        api.addr.port()
+    )
+    .unwrap();
+    let (head, _) = read_resp(&mut tls);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(
+        api.seen()[0].header("authorization"),
+        Some(format!("token {API_VALUE}").as_str())
+    );
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+}
+
+#[test]
+fn a_same_length_value_keeps_content_length() {
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let ph = "cordon-c-000000000000000000000003";
+    let val = "tok-123-xxxxxxxxxxxxxxxxxxxxxxxxx";
+    assert_eq!(ph.len(), val.len());
+    let b = vec![binding("C", ph, val, &["api.test"], everywhere())];
+    let s = setup(b, &ca, &[("api.test", api.addr)]);
+    let port = api.addr.port();
+    let mut tls = rustls_client(s.proxy.addr, "api.test", port, &s.identity.ca_cert_pem());
+    let body = format!("c={ph}&d={ph}");
+    write!(
+        tls,
+        "POST /same HTTP/1.1\r\nHost: api.test:{port}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let (head, _) = read_resp(&mut tls);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(tls);
+    let seen = api.seen();
+    assert_eq!(
+        String::from_utf8_lossy(&seen[0].body),
+        format!("c={val}&d={val}")
+    );
+    assert_eq!(
+        seen[0].header("content-length"),
+        Some(body.len().to_string().as_str())
+    );
+    assert_eq!(seen[0].header("transfer-encoding"), None);
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+}
