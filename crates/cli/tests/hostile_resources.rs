@@ -549,7 +549,6 @@ fn cpu_burn_ignoring_sigxcpu() {
 }
 
 #[test]
-#[ignore = "BUG: a burn that ignores SIGXCPU is SIGKILLed at the hard CPU limit but reported as reason=signal (cpu_exhausted() is a stub), not cpu_limit"]
 fn cpu_burn_ignoring_sigxcpu_is_reported_as_cpu_limit() {
     if ready() {
         return;

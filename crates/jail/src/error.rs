@@ -17,6 +17,10 @@ pub enum JailError {
     /// The spec asks for something that cannot be done.
     #[error("invalid sandbox spec: {0}")]
     InvalidSpec(String),
+    /// The caller's hook (audit store, egress proxy) failed; the sandbox
+    /// was stopped.
+    #[error("{0}")]
+    Hook(String),
     /// An I/O error on the supervisor side.
     #[error("{context}: {source}")]
     Io {

@@ -495,9 +495,16 @@ fn run_level(
         shm_full: scratch_full & 2 != 0,
     };
     if let Some(e) = hook_error {
-        return Err(JailError::setup(Layer::NetworkNamespace, e, None));
+        return Err(JailError::Hook(e));
     }
-    let (reason, exit_code, message) = classify(spec, &sup, workload_status, &breaches, raw_status);
+    let (reason, exit_code, message) = classify(
+        spec,
+        &sup,
+        workload_status,
+        &breaches,
+        raw_status,
+        user_time + system_time,
+    );
     if reason == EndReason::SetupFailed {
         if let Some(ChildReport::Setup {
             layer,
@@ -867,6 +874,7 @@ fn classify(
     status: Option<WaitStatus>,
     breaches: &Breaches,
     init_status: i32,
+    cpu_used: Duration,
 ) -> (EndReason, i32, Option<String>) {
     if let Some(ChildReport::Setup { layer, message, .. }) = &sup.setup_error {
         return (
@@ -937,7 +945,7 @@ fn classify(
                     && spec.limits.cpu.is_some()
                     && sup.interrupted.is_none()
                     && breaches.oom_kills == 0
-                    && cpu_exhausted(spec))
+                    && cpu_exhausted(spec, cpu_used))
             {
                 (
                     EndReason::CpuLimit,
@@ -981,11 +989,11 @@ fn classify(
     }
 }
 
-fn cpu_exhausted(_spec: &Spec) -> bool {
-    // SIGKILL after RLIMIT_CPU's hard limit: the soft limit sends SIGXCPU
-    // first, which ends processes that do not catch it; one that catches it
-    // is killed at the hard limit, indistinguishable here from other kills.
-    false
+/// A SIGKILL is the CPU limit's when the sandbox used at least the limit's
+/// worth of CPU: RLIMIT_CPU's soft limit sends SIGXCPU first, and a process
+/// that catches or ignores it is killed at the hard limit one second later.
+fn cpu_exhausted(spec: &Spec, cpu_used: Duration) -> bool {
+    spec.limits.cpu.is_some_and(|limit| cpu_used >= limit)
 }
 
 fn record_layers(

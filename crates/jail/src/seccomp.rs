@@ -288,9 +288,10 @@ mod tests {
         let same = |a: &SeccompProgram, b: &SeccompProgram| {
             a.notify == b.notify
                 && a.instructions.len() == b.instructions.len()
-                && a.instructions.iter().zip(&b.instructions).all(|(x, y)| {
-                    (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k)
-                })
+                && a.instructions
+                    .iter()
+                    .zip(&b.instructions)
+                    .all(|(x, y)| (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k))
         };
         for unix in [false, true] {
             for notify in [false, true] {
@@ -317,6 +318,9 @@ mod tests {
             notify: true,
         })
         .expect("filter compiles");
-        assert!(!same(&a, &b), "different options must give different programs");
+        assert!(
+            !same(&a, &b),
+            "different options must give different programs"
+        );
     }
 }

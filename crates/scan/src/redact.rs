@@ -306,6 +306,9 @@ impl Redactor {
                 });
             }
         }
+        // Redaction is idempotent: a marker left by an earlier pass (say,
+        // `token: [REDACTED:github_token]`) is not redacted again.
+        spans.retain(|s| !input[s.start..].starts_with(b"[REDACTED"));
         if spans.len() > 1 {
             // Earliest first; at the same start, the longest first; merge
             // overlaps into the first span's kind.
@@ -687,5 +690,23 @@ mod session_and_signature_tests {
             assert!(!out.contains(secret), "{input} -> {out}");
         }
         assert_eq!(r.redact("a signed letter"), "a signed letter");
+    }
+}
+
+#[cfg(test)]
+mod idempotence_tests {
+    use super::*;
+
+    #[test]
+    fn redacting_twice_changes_nothing() {
+        let r = Redactor::new();
+        let once = r
+            .redact("token: ghp_Zq7Rt2Lm9Xw4Zq7Rt2Lm9Xw4Zq7Rt2Lm9Xw4 password=hunter2xyz")
+            .into_owned();
+        assert_eq!(
+            once,
+            "token: [REDACTED:github_token] password=[REDACTED:password]"
+        );
+        assert_eq!(r.redact(&once), once);
     }
 }
