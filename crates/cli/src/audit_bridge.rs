@@ -92,8 +92,13 @@ impl AuditSession {
         at: SystemTime,
         code: Option<&[u8]>,
         profile_text: &str,
+        redactor: cordon_scan::Redactor,
     ) -> Result<AuditSession, String> {
-        let writer = AuditWriter::open(path).map_err(|e| {
+        let options = cordon_audit::WriterOptions {
+            redactor,
+            ..Default::default()
+        };
+        let writer = AuditWriter::open_with(path, options).map_err(|e| {
             format!(
                 "cannot open the audit store {}: {e} (name another with --audit PATH, or run with --no-audit)",
                 path.display()
@@ -288,6 +293,19 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
                 evidence: json!({"signal": signal}),
             });
         }
+    }
+    for e in egress.iter().filter(|e| e.secret_leak.is_some()) {
+        out.push(Incident {
+            kind: IncidentKind::Secret,
+            severity: Severity::High,
+            summary: format!(
+                "placeholder of secret {} sent to {}:{}, which it is not bound to (sent unchanged)",
+                e.secret_leak.as_deref().unwrap_or("?"),
+                e.host,
+                e.port
+            ),
+            evidence: json!({"secrets": e.secret_leak, "host": e.host, "port": e.port, "method": e.method, "rule": e.rule}),
+        });
     }
     for e in egress
         .iter()

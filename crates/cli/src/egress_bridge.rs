@@ -111,11 +111,19 @@ pub fn config(
     })
 }
 
-/// Start the proxy on the listener the sandbox handed over.
+/// Start the proxy on the listener the sandbox handed over; with an
+/// identity, TLS to hosts with a bound secret is intercepted.
 pub fn start(
     config: EgressConfig,
     listener: std::net::TcpListener,
     recorder: Arc<Recorder>,
+    identity: Option<cordon_egress::Identity>,
 ) -> Result<ProxyHandle, String> {
-    cordon_egress::spawn(config, listener, recorder).map_err(|e| e.to_string())
+    let mut egress = cordon_egress::Egress::new(config)
+        .map_err(|e| e.to_string())?
+        .with_sink(recorder);
+    if let Some(id) = identity {
+        egress = egress.with_tls_interceptor(Arc::new(id));
+    }
+    egress.spawn(listener).map_err(|e| e.to_string())
 }

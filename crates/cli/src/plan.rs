@@ -69,14 +69,7 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
     let network = match profile.network.mode {
         NetworkMode::None => cordon_jail::NetworkMode::None,
         NetworkMode::Loopback => cordon_jail::NetworkMode::Loopback,
-        NetworkMode::Proxy => {
-            if !profile.secrets.is_empty() {
-                bail!(
-                    "secrets are not injected by this build of `cordon run` yet; remove [[secrets]]/--secret (the real value must never enter the sandbox, so cordon refuses rather than pass it in)"
-                );
-            }
-            cordon_jail::NetworkMode::Proxy
-        }
+        NetworkMode::Proxy => cordon_jail::NetworkMode::Proxy,
     };
     let l = &profile.limits;
     let nonzero = |v: u64| (v > 0).then_some(v);

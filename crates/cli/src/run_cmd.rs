@@ -11,7 +11,7 @@ use cordon_policy::{
 };
 use serde::Serialize;
 
-use crate::{audit_bridge, egress_bridge, plan};
+use crate::{audit_bridge, egress_bridge, plan, secrets};
 
 #[derive(Debug, Args)]
 #[command(
@@ -94,6 +94,15 @@ pub struct RunArgs {
     /// Do not record this run in the audit store.
     #[arg(long = "no-audit")]
     no_audit: bool,
+    /// Let the command use a host secret without seeing it: NAME@host[,host...]. Inside, $NAME
+    /// holds a placeholder; cordon's proxy swaps in the real value (from the host's $NAME) only
+    /// in requests to those hosts (repeatable; implies --allow-net for them).
+    #[arg(long, value_name = "NAME@HOST")]
+    secret: Vec<String>,
+    /// Also trust these PEM certificates when the proxy verifies upstream servers (a private CA);
+    /// the system's trust store stays in force.
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Option<PathBuf>,
     /// Write every egress decision as JSON lines to FILE.
     #[arg(long = "net-log", value_name = "FILE")]
     net_log: Option<PathBuf>,
@@ -170,6 +179,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         (None, Some(level)) => Profile::preset(level),
         (None, None) => Profile::default(),
     };
+    let secrets_flags = args
+        .secret
+        .iter()
+        .map(|s| {
+            cordon_policy::Secret::parse_flag(s).map_err(|e| anyhow::anyhow!("--secret {s}: {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let overrides = Overrides {
         read_only: args.read_only.clone(),
         read_write: args.read_write.clone(),
@@ -192,6 +208,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         allow_hosts: args.allow_net.clone(),
         deny_hosts: args.deny_net.clone(),
         https_only: args.https_only.then_some(true),
+        secrets: secrets_flags,
         ..Overrides::default()
     };
     let profile = profile
@@ -204,10 +221,36 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let _private_tmp = plan::private_tmp(&mut spec)?;
 
+    // Secrets: real values stay here; the sandbox gets placeholders and a
+    // CA bundle that trusts cordon's per-run authority.
+    let resolved = secrets::resolve(&profile.secrets)?;
+    let identity = if resolved.is_empty() {
+        None
+    } else {
+        let extra = match &args.upstream_ca {
+            Some(p) => {
+                Some(std::fs::read(p).with_context(|| format!("--upstream-ca {}", p.display()))?)
+            }
+            None => None,
+        };
+        let id = secrets::identity(&resolved, extra.as_deref())?;
+        let (files, env) = secrets::ca_bundle_overlay(&id.ca_cert_pem());
+        spec.files.extend(files);
+        for (k, v) in env.into_iter().chain(id.placeholders()) {
+            spec.env.retain(|(name, _)| *name != k);
+            spec.env.push((k, v));
+        }
+        Some(id)
+    };
+    let values: Vec<&str> = resolved.iter().map(|r| r.value.as_str()).collect();
+    let redactor = cordon_scan::Redactor::with_values(&values);
+
     let run_id = cordon_audit::new_run_id();
     let audit_path = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, &profile)?;
     let recorder = Arc::new(egress_bridge::Recorder::new(args.net_log.as_deref())?);
     let mut hooks = RunHooks {
+        identity: identity.clone(),
+        redactor: redactor.clone(),
         egress: if spec.network == cordon_jail::NetworkMode::Proxy {
             Some(egress_bridge::config(&profile, &run_id, &args.resolve)?)
         } else {
@@ -252,7 +295,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
 
     // The command line can carry tokens (URLs, headers): redact it like
     // everything else that is stored.
-    let redactor = cordon_scan::Redactor::new();
     let redacted_command: Vec<String> = args
         .command
         .iter()
@@ -276,7 +318,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                 bytes_down: s.bytes_down,
             }),
         };
-        let text = serde_json::to_string_pretty(&report)?;
+        // Defence in depth: no real secret value can be in the report, and
+        // the redactor (which knows them) makes sure of it.
+        let text = redactor
+            .redact(&serde_json::to_string_pretty(&report)?)
+            .into_owned();
         std::fs::write(path, text + "\n")
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
@@ -324,6 +370,8 @@ struct AuditPlan {
 /// proxy once the sandbox exists (both start threads, which must not exist
 /// when the sandbox is cloned).
 struct RunHooks {
+    identity: Option<cordon_egress::Identity>,
+    redactor: cordon_scan::Redactor,
     egress: Option<cordon_egress::EgressConfig>,
     recorder: Arc<egress_bridge::Recorder>,
     proxy: Option<cordon_egress::ProxyHandle>,
@@ -342,6 +390,7 @@ impl cordon_jail::Hooks for RunHooks {
                 started.at,
                 plan.code.as_deref(),
                 &plan.profile_text,
+                self.redactor.clone(),
             )?);
         }
         Ok(())
@@ -353,6 +402,7 @@ impl cordon_jail::Hooks for RunHooks {
             config,
             listener,
             Arc::clone(&self.recorder),
+            self.identity.clone(),
         )?);
         Ok(())
     }

@@ -38,17 +38,9 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest value read from a file or a command.
 const MAX_VALUE: u64 = 64 * 1024;
 
-/// A placeholder that is random per run, names the secret for people, and
-/// is useless anywhere else.
+/// A placeholder that is random per run and useless anywhere else.
 fn placeholder(name: &str) -> anyhow::Result<String> {
-    let mut bytes = [0u8; 20];
-    rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
-        .map_err(|e| anyhow!("cannot read random bytes for a placeholder: {e}"))?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!(
-        "cordon-placeholder-{}-{hex}",
-        name.to_ascii_lowercase()
-    ))
+    cordon_egress::Identity::new_placeholder(name).map_err(|e| anyhow!("secret {name}: {e}"))
 }
 
 fn read_value(source: &SecretSource, name: &str) -> anyhow::Result<Zeroizing<String>> {
@@ -211,7 +203,7 @@ mod tests {
         let values: Vec<&str> = r.iter().map(|s| s.value.as_str()).collect();
         assert_eq!(values, ["from-env", "from-file", "from-command"]);
         assert_ne!(r[0].placeholder, r[1].placeholder);
-        assert!(r[0].placeholder.starts_with("cordon-placeholder-token-"));
+        assert!(r[0].placeholder.contains("token"), "{}", r[0].placeholder);
         assert!(
             !format!("{:?}", r[0]).contains("from-env"),
             "Debug leaks the value"
@@ -238,4 +230,41 @@ mod tests {
             .iter()
             .any(|(k, v)| k == "SSL_CERT_FILE" && Path::new(v) == files[0].path));
     }
+}
+
+/// The proxy's view of the secrets: bindings with the real values, and the
+/// identity that intercepts TLS for their hosts only.
+pub fn identity(
+    resolved: &[Resolved],
+    extra_roots: Option<&[u8]>,
+) -> anyhow::Result<cordon_egress::Identity> {
+    let bindings = resolved
+        .iter()
+        .map(|r| {
+            let hosts = r
+                .policy
+                .hosts
+                .iter()
+                .map(|h| {
+                    cordon_egress::HostRule::parse(&h.to_string())
+                        .map_err(|e| anyhow!("secret {}: host '{h}': {e}", r.name))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let inject = cordon_egress::InjectWhere {
+                headers: r.policy.inject.contains(&cordon_policy::InjectAt::Header),
+                query: r.policy.inject.contains(&cordon_policy::InjectAt::Query),
+                body: r.policy.inject.contains(&cordon_policy::InjectAt::Body),
+            };
+            Ok(cordon_egress::SecretBinding {
+                name: r.name.clone(),
+                placeholder: r.placeholder.clone(),
+                value: r.value.clone(),
+                hosts,
+                inject,
+                expires_at: r.expires_at,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    cordon_egress::Identity::new(bindings, extra_roots)
+        .map_err(|e| anyhow!("cannot set up TLS interception for secrets: {e}"))
 }
