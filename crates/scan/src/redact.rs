@@ -39,7 +39,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use regex::bytes::{Regex, RegexSet};
+use regex::bytes::Regex;
 
 /// Registered values shorter than this are ignored: redacting every
 /// occurrence of a one- to three-byte string would destroy the output
@@ -117,22 +117,97 @@ const PATTERNS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Literal anchors of each pattern in `PATTERNS` (same order), matched
+/// ASCII-case-insensitively: every match of a pattern contains one of its
+/// anchors. A cheap Aho-Corasick pass over all anchors finds the patterns
+/// that can match at all; only those regexes run, and each is compiled the
+/// first time it is needed. Text without any anchor (most output) costs one
+/// linear scan and no regex compilation.
+const ANCHORS: &[&[&str]] = &[
+    &["private key"],
+    &[
+        "akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "aipa", "anpa", "anva", "apka",
+    ],
+    &["aws"],
+    &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+    &[
+        "glpat-", "gloas-", "gldt-", "glrt-", "glcbt-", "glptt-", "glft-", "glimt-", "glagent-",
+        "glsoat-",
+    ],
+    &["xox"],
+    &["hooks.slack.com"],
+    &["sk_live_", "sk_test_", "rk_live_", "rk_test_"],
+    &["sk-ant-"],
+    &["sk-"],
+    &["aiza"],
+    &["eyj"],
+    &["://"],
+    &["://"],
+    &["authorization"],
+    &["bearer"],
+    &["password", "passwd", "passphrase"],
+    &[
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "api-key",
+        "accesskey",
+        "access_key",
+        "access-key",
+        "privatekey",
+        "private_key",
+        "private-key",
+        "auth",
+        "session",
+        "sig",
+    ],
+    &["cookie"],
+];
+
 struct Builtin {
-    set: RegexSet,
-    regexes: Vec<Regex>,
+    prefilter: AhoCorasick,
+    /// Anchor number -> pattern number.
+    anchor_pattern: Vec<usize>,
+    /// Each pattern, compiled on first use (`None`: it failed to compile).
+    regexes: Vec<OnceLock<Option<Regex>>>,
+}
+
+impl Builtin {
+    fn regex(&self, i: usize) -> Option<&Regex> {
+        let (_, source) = PATTERNS.get(i)?;
+        self.regexes
+            .get(i)?
+            .get_or_init(|| Regex::new(source).ok())
+            .as_ref()
+    }
 }
 
 fn builtin() -> Option<&'static Builtin> {
     static BUILTIN: OnceLock<Option<Builtin>> = OnceLock::new();
     BUILTIN
         .get_or_init(|| {
-            let set = RegexSet::new(PATTERNS.iter().map(|(_, re)| *re)).ok()?;
-            let regexes = PATTERNS
-                .iter()
-                .map(|(_, re)| Regex::new(re))
-                .collect::<Result<Vec<_>, _>>()
+            if ANCHORS.len() != PATTERNS.len() {
+                return None;
+            }
+            let mut anchors = Vec::new();
+            let mut anchor_pattern = Vec::new();
+            for (i, list) in ANCHORS.iter().enumerate() {
+                for a in *list {
+                    anchors.push(*a);
+                    anchor_pattern.push(i);
+                }
+            }
+            let prefilter = AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .build(&anchors)
                 .ok()?;
-            Some(Builtin { set, regexes })
+            let regexes = PATTERNS.iter().map(|_| OnceLock::new()).collect();
+            Some(Builtin {
+                prefilter,
+                anchor_pattern,
+                regexes,
+            })
         })
         .as_ref()
 }
@@ -268,24 +343,28 @@ impl Redactor {
 
     fn spans(&self, b: &Builtin, input: &[u8]) -> Vec<Span> {
         let mut spans = Vec::new();
-        let matched = b.set.matches(input);
-        if matched.matched_any() {
-            for i in matched.iter() {
-                let Some(re) = b.regexes.get(i) else { continue };
-                if re.captures_len() > 1 {
-                    for caps in re.captures_iter(input) {
-                        if let Some(m) = caps.get(1).or_else(|| caps.get(0)) {
-                            if m.end() > m.start() {
-                                spans.push(Span {
-                                    start: m.start(),
-                                    end: m.end(),
-                                    kind: Kind::Builtin(i),
-                                });
-                            }
-                        }
-                    }
-                } else {
-                    for m in re.find_iter(input) {
+        let mut candidate = vec![false; PATTERNS.len()];
+        for m in b.prefilter.find_overlapping_iter(input) {
+            if let Some(&p) = b.anchor_pattern.get(m.pattern().as_usize()) {
+                if let Some(c) = candidate.get_mut(p) {
+                    *c = true;
+                }
+            }
+        }
+        for (i, _) in candidate.iter().enumerate().filter(|(_, c)| **c) {
+            let Some(re) = b.regex(i) else {
+                // Fail closed: a pattern that cannot be compiled redacts
+                // everything it might have covered.
+                spans.push(Span {
+                    start: 0,
+                    end: input.len(),
+                    kind: Kind::Builtin(i),
+                });
+                continue;
+            };
+            if re.captures_len() > 1 {
+                for caps in re.captures_iter(input) {
+                    if let Some(m) = caps.get(1).or_else(|| caps.get(0)) {
                         if m.end() > m.start() {
                             spans.push(Span {
                                 start: m.start(),
@@ -293,6 +372,16 @@ impl Redactor {
                                 kind: Kind::Builtin(i),
                             });
                         }
+                    }
+                }
+            } else {
+                for m in re.find_iter(input) {
+                    if m.end() > m.start() {
+                        spans.push(Span {
+                            start: m.start(),
+                            end: m.end(),
+                            kind: Kind::Builtin(i),
+                        });
                     }
                 }
             }
@@ -365,7 +454,7 @@ impl Redactor {
         match self.healthy() {
             None => !input.is_empty(),
             Some(b) => {
-                let quick = b.set.is_match(input)
+                let quick = b.prefilter.is_match(input)
                     || self
                         .values
                         .matcher
@@ -708,5 +797,27 @@ mod idempotence_tests {
             "token: [REDACTED:github_token] password=[REDACTED:password]"
         );
         assert_eq!(r.redact(&once), once);
+    }
+}
+
+#[cfg(test)]
+mod prefilter_tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_compiles_and_has_anchors() {
+        let b = builtin().expect("builtin patterns");
+        assert_eq!(ANCHORS.len(), PATTERNS.len());
+        for (i, (kind, _)) in PATTERNS.iter().enumerate() {
+            assert!(b.regex(i).is_some(), "pattern {kind} does not compile");
+            assert!(!ANCHORS[i].is_empty(), "pattern {kind} has no anchor");
+        }
+    }
+
+    #[test]
+    fn clean_text_is_returned_borrowed() {
+        let r = Redactor::new();
+        let text = "plain build output: compiling 42 crates, 0 warnings\n".repeat(1000);
+        assert!(matches!(r.redact(&text), std::borrow::Cow::Borrowed(_)));
     }
 }
