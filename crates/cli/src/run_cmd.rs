@@ -320,9 +320,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         };
         // Defence in depth: no real secret value can be in the report, and
         // the redactor (which knows them) makes sure of it.
-        let text = redactor
-            .redact(&serde_json::to_string_pretty(&report)?)
-            .into_owned();
+        let mut value = serde_json::to_value(&report)?;
+        redact_strings(&mut value, &redactor);
+        let text = serde_json::to_string_pretty(&value)?;
         std::fs::write(path, text + "\n")
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
@@ -445,4 +445,23 @@ fn incident_summary(incidents: &[cordon_audit::Incident], outcome: &Outcome) -> 
         incidents.len(),
         parts.join(", ")
     ))
+}
+
+/// Redact every string in a JSON document in place (redacting the encoded
+/// text instead could cut an escape sequence in half).
+fn redact_strings(value: &mut serde_json::Value, redactor: &cordon_scan::Redactor) {
+    match value {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(r) = redactor.redact(s) {
+                *s = r;
+            }
+        }
+        serde_json::Value::Array(items) => {
+            items.iter_mut().for_each(|v| redact_strings(v, redactor))
+        }
+        serde_json::Value::Object(map) => {
+            map.values_mut().for_each(|v| redact_strings(v, redactor))
+        }
+        _ => {}
+    }
 }
