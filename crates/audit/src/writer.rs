@@ -463,6 +463,8 @@ impl Worker {
             true,
         )?;
         tx.commit().map_err(sql(&path))?;
+        // No fsync here: until this write reaches the disk, the durable
+        // "pending" file above already accepts the new head.
         chain::write_head_file(
             &path,
             &HeadFile {
@@ -470,7 +472,7 @@ impl Worker {
                 head: new.clone(),
                 pending: None,
             },
-            true,
+            false,
         )?;
         drop(lock);
         Ok(new)

@@ -295,12 +295,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
 
     // The command line can carry tokens (URLs, headers): redact it like
     // everything else that is stored.
-    let redacted_command: Vec<String> = args
-        .command
-        .iter()
-        .map(|a| redactor.redact(a).into_owned())
-        .collect();
     if let Some(path) = &args.report {
+        let redacted_command: Vec<String> = args
+            .command
+            .iter()
+            .map(|a| redactor.redact(a).into_owned())
+            .collect();
         let report = Report {
             cordon_version: env!("CARGO_PKG_VERSION"),
             run_id: &run_id,

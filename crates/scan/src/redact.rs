@@ -198,8 +198,11 @@ fn builtin() -> Option<&'static Builtin> {
                     anchor_pattern.push(i);
                 }
             }
+            // A contiguous NFA builds in microseconds (a DFA would take
+            // longer to build than most inputs take to scan).
             let prefilter = AhoCorasickBuilder::new()
                 .ascii_case_insensitive(true)
+                .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
                 .build(&anchors)
                 .ok()?;
             let regexes = PATTERNS.iter().map(|_| OnceLock::new()).collect();
