@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one command in a fresh sandbox.
-    Run(run_cmd::RunArgs),
+    Run(Box<run_cmd::RunArgs>),
     /// Show what this host can enforce.
     Doctor(doctor_cmd::DoctorArgs),
     /// Read, verify and export the audit store.
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     ensure_stdio_open();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run_cmd::run(args),
+        Command::Run(args) => run_cmd::run(*args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Profile(cmd) => profile_cmd::run(cmd),
         Command::Audit(args) => {

@@ -175,6 +175,43 @@ pub fn ca_bundle_overlay(ca_pem: &str) -> (Vec<cordon_jail::FileOverlay>, Vec<(S
     (files, env)
 }
 
+/// The proxy's view of the secrets: bindings with the real values, and the
+/// identity that intercepts TLS for their hosts only.
+pub fn identity(
+    resolved: &[Resolved],
+    extra_roots: Option<&[u8]>,
+) -> anyhow::Result<cordon_egress::Identity> {
+    let bindings = resolved
+        .iter()
+        .map(|r| {
+            let hosts = r
+                .policy
+                .hosts
+                .iter()
+                .map(|h| {
+                    cordon_egress::HostRule::parse(&h.to_string())
+                        .map_err(|e| anyhow!("secret {}: host '{h}': {e}", r.name))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let inject = cordon_egress::InjectWhere {
+                headers: r.policy.inject.contains(&cordon_policy::InjectAt::Header),
+                query: r.policy.inject.contains(&cordon_policy::InjectAt::Query),
+                body: r.policy.inject.contains(&cordon_policy::InjectAt::Body),
+            };
+            Ok(cordon_egress::SecretBinding {
+                name: r.name.clone(),
+                placeholder: r.placeholder.clone(),
+                value: r.value.clone(),
+                hosts,
+                inject,
+                expires_at: r.expires_at,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    cordon_egress::Identity::new(bindings, extra_roots)
+        .map_err(|e| anyhow!("cannot set up TLS interception for secrets: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,41 +267,4 @@ mod tests {
             .iter()
             .any(|(k, v)| k == "SSL_CERT_FILE" && Path::new(v) == files[0].path));
     }
-}
-
-/// The proxy's view of the secrets: bindings with the real values, and the
-/// identity that intercepts TLS for their hosts only.
-pub fn identity(
-    resolved: &[Resolved],
-    extra_roots: Option<&[u8]>,
-) -> anyhow::Result<cordon_egress::Identity> {
-    let bindings = resolved
-        .iter()
-        .map(|r| {
-            let hosts = r
-                .policy
-                .hosts
-                .iter()
-                .map(|h| {
-                    cordon_egress::HostRule::parse(&h.to_string())
-                        .map_err(|e| anyhow!("secret {}: host '{h}': {e}", r.name))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let inject = cordon_egress::InjectWhere {
-                headers: r.policy.inject.contains(&cordon_policy::InjectAt::Header),
-                query: r.policy.inject.contains(&cordon_policy::InjectAt::Query),
-                body: r.policy.inject.contains(&cordon_policy::InjectAt::Body),
-            };
-            Ok(cordon_egress::SecretBinding {
-                name: r.name.clone(),
-                placeholder: r.placeholder.clone(),
-                value: r.value.clone(),
-                hosts,
-                inject,
-                expires_at: r.expires_at,
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    cordon_egress::Identity::new(bindings, extra_roots)
-        .map_err(|e| anyhow!("cannot set up TLS interception for secrets: {e}"))
 }

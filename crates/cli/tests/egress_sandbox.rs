@@ -7,6 +7,8 @@
 //! Every test checks three sides: what the client inside saw, the events in
 //! the report (and `--net-log`), and what the host server received.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

@@ -1,6 +1,8 @@
 //! The `cordon run` contract: exit statuses, the report, environment,
 //! paths, errors. Every test drives the real binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

@@ -3,6 +3,8 @@
 //! /proc, or gain privileges. Each asserts the safe outcome inside and the
 //! host state afterwards.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

@@ -6,6 +6,8 @@
 //! but only inside that namespace. Each test also checks, on the host, that
 //! a listener the test opened saw nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

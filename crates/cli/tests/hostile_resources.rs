@@ -4,6 +4,8 @@
 //! one was used, rlimits otherwise), end the way the report says, and leave
 //! the host healthy with nothing of the sandbox running.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

@@ -3,6 +3,8 @@
 //! prints the errno it got. The filter must answer EPERM (clone3: ENOSYS),
 //! never crash the caller, and nothing may change on the host.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

@@ -4,6 +4,8 @@
 //! survives and no cgroup, mount or temporary directory is left; signals
 //! from inside never reach host processes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 

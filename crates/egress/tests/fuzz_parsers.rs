@@ -4,6 +4,8 @@
 //!
 //! `CORDON_FUZZ_ITERS` sets the iterations per parser (default 20000).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "common/fuzz_checks.rs"]
 mod fuzz_checks;
 

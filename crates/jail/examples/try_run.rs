@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Run a command in a default sandbox: `cargo run --example try_run -- CMD...`
 use cordon_jail::*;
 fn main() {

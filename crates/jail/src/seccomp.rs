@@ -109,7 +109,7 @@ const CLONE_NAMESPACE_FLAGS: &[i32] = &[
 ];
 
 /// Terminal ioctls that inject input or reach the console.
-const DENIED_IOCTLS: &[u64] = &[libc::TIOCSTI, libc::TIOCLINUX as u64];
+const DENIED_IOCTLS: &[u64] = &[libc::TIOCSTI, libc::TIOCLINUX];
 
 /// Highest address family number we enumerate (AF_MAX on current kernels is
 /// 46; larger values are refused by the kernel itself).

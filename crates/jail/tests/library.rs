@@ -1,5 +1,7 @@
 //! The jail as a library: `Spec` in, `Outcome` out, with real namespaces.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use cordon_jail::{run, Bind, CaptureSink, FileOverlay, RunOptions, Spec};

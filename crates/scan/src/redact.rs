@@ -804,6 +804,7 @@ mod idempotence_tests {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod prefilter_tests {
     use super::*;
 

@@ -1,5 +1,5 @@
 //! Shared helpers for the tests that drive the real `cordon` binary.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
