@@ -298,12 +298,21 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
         out.push(Incident {
             kind: IncidentKind::Secret,
             severity: Severity::High,
-            summary: format!(
-                "placeholder of secret {} sent to {}:{}, which it is not bound to (sent unchanged)",
-                e.secret_leak.as_deref().unwrap_or("?"),
-                e.host,
-                e.port
-            ),
+            summary: if e.protocol == cordon_egress::Protocol::Http && e.rule.contains("cleartext") {
+                format!(
+                    "placeholder of secret {} sent to {}:{} over cleartext HTTP (never injected; sent unchanged)",
+                    e.secret_leak.as_deref().unwrap_or("?"),
+                    e.host,
+                    e.port
+                )
+            } else {
+                format!(
+                    "placeholder of secret {} sent to {}:{}, which it is not bound to (sent unchanged)",
+                    e.secret_leak.as_deref().unwrap_or("?"),
+                    e.host,
+                    e.port
+                )
+            },
             evidence: json!({"secrets": e.secret_leak, "host": e.host, "port": e.port, "method": e.method, "rule": e.rule}),
         });
     }

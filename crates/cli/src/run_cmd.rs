@@ -432,8 +432,11 @@ fn incident_summary(incidents: &[cordon_audit::Incident], outcome: &Outcome) -> 
         }
     }
     for (kind, word) in [
+        (cordon_audit::IncidentKind::Secret, "secret"),
         (cordon_audit::IncidentKind::Egress, "egress denied"),
         (cordon_audit::IncidentKind::Limit, "limit"),
+        (cordon_audit::IncidentKind::Landlock, "landlock"),
+        (cordon_audit::IncidentKind::Other, "other"),
     ] {
         let n = count(kind);
         if n > 0 {

@@ -1727,7 +1727,6 @@ fn a_secret_allows_its_hosts_and_nothing_else() {
 // What cordon tells people about secret incidents.
 
 #[test]
-#[ignore = "BUG: the stderr incident summary counts secret incidents but does not name them (`cordon: 1 incident(s):  (details: ...)`); incident_summary in run_cmd.rs lists only syscall, egress and limit kinds"]
 fn the_incident_line_names_secret_leaks() {
     if ready_with(&["curl"]) {
         return;
@@ -1765,7 +1764,6 @@ fn the_incident_line_names_secret_leaks() {
 }
 
 #[test]
-#[ignore = "BUG: a placeholder sent over cleartext HTTP to its own bound host is summarised as 'sent to HOST, which it is not bound to' (audit_bridge::incidents uses one summary for both reasons)"]
 fn a_cleartext_leak_to_the_bound_host_says_cleartext() {
     if ready_with(&["curl"]) {
         return;
