@@ -1808,7 +1808,6 @@ fn rate_limit_from_a_profile_answers_429() {
 }
 
 #[test]
-#[ignore = "BUG: the 429 for a rate limit tells the operator to raise `network.rate_limits`, but the profile key is `[[network.rate_limit]]`"]
 fn rate_limit_refusal_names_the_profile_key() {
     if ready_with(&["curl"]) {
         return;

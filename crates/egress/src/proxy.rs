@@ -610,7 +610,7 @@ impl Shared {
                 status: 429,
                 socks_reply: SOCKS_NOT_ALLOWED,
                 message: format!(
-                    "cordon: egress to {dest} refused: the rate limit for {rule} is used up; it refills in {:.1}s. An operator can raise it in network.rate_limits.",
+                    "cordon: egress to {dest} refused: the rate limit for {rule} is used up; it refills in {:.1}s. An operator can raise it in [[network.rate_limit]].",
                     retry_after.as_secs_f64()
                 ),
                 retry_after: Some(retry_after),
