@@ -142,6 +142,11 @@ pub struct RunEnded {
     /// Standard error.
     #[serde(default)]
     pub stderr: StreamSummary,
+    /// What the host enforced for this run, layer by layer (isolation
+    /// level, Landlock ABI, cgroup version, degraded layers), as supplied by
+    /// the caller.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub enforcement: Value,
 }
 
 /// The proxy's decision on one connection or request.

@@ -222,6 +222,7 @@ fn run_ended(o: &Outcome, output: [String; 2]) -> RunEnded {
             dropped_bytes: o.stderr.dropped,
             excerpt: stderr_excerpt,
         },
+        enforcement: serde_json::to_value(&o.enforcement).unwrap_or_default(),
     }
 }
 

@@ -64,6 +64,7 @@ pub fn ended(excerpt: &str) -> RunEnded {
             excerpt: excerpt.to_string(),
         },
         stderr: StreamSummary::default(),
+        enforcement: serde_json::Value::Null,
     }
 }
 
