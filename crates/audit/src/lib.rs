@@ -35,12 +35,14 @@
 //! yet flushed — at most the records of the runs in flight — and never
 //! breaks the chain: a transaction is either in the store or not.
 //!
-//! Not here yet: export to OpenTelemetry (traces for runs, events for
-//! incidents); [`AuditStore::export_jsonl`] is the export for now.
+//! Export: [`AuditStore::export_jsonl`] (one record per line, for a SIEM)
+//! and [`AuditStore::export_otlp_json`] (OpenTelemetry traces: a span per
+//! run, span events for egress and incidents; see [`otlp`]).
 
 pub mod chain;
 mod error;
 pub mod event;
+pub mod otlp;
 mod store;
 pub mod time;
 mod writer;

@@ -562,6 +562,29 @@ impl AuditStore {
         Ok(n)
     }
 
+    /// Writes every run as an OpenTelemetry trace in OTLP/JSON (one
+    /// document); returns the number of records read.
+    pub fn export_otlp_json(&self, mut out: impl Write) -> Result<u64, AuditError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {COLS} FROM records ORDER BY seq"))
+            .map_err(self.sql())?;
+        let mut rows = stmt.query([]).map_err(self.sql())?;
+        let mut records = Vec::new();
+        while let Some(row) = rows.next().map_err(self.sql())? {
+            records.push(row_to_record(row).map_err(self.sql())?);
+        }
+        let out_err = |e: std::io::Error| AuditError::Io {
+            path: PathBuf::from("<export output>"),
+            action: "write the export",
+            source: e,
+        };
+        serde_json::to_writer(&mut out, &crate::otlp::traces(&records))?;
+        out.write_all(b"\n").map_err(out_err)?;
+        out.flush().map_err(out_err)?;
+        Ok(records.len() as u64)
+    }
+
     /// Checks the whole chain, the head file, and every blob.
     pub fn verify(&self) -> Result<VerifyReport, AuditError> {
         self.verify_with_anchor(None)

@@ -92,7 +92,7 @@ pub enum AuditCommand {
     },
     /// Write every record, oldest first
     #[command(
-        after_help = "Examples:\n  cordon audit export --format jsonl > audit.jsonl\n  cordon audit export -o /var/log/cordon/audit.jsonl"
+        after_help = "Examples:\n  cordon audit export --format jsonl > audit.jsonl\n  cordon audit export -o /var/log/cordon/audit.jsonl\n  cordon audit export --format otlp-json -o traces.json   # for the OpenTelemetry Collector"
     )]
     Export {
         /// Output format
@@ -116,6 +116,9 @@ pub enum AuditCommand {
 pub enum ExportFormat {
     /// One JSON object per line
     Jsonl,
+    /// OpenTelemetry traces (OTLP/JSON): a span per run, span events for
+    /// egress decisions and incidents (for the Collector's otlpjsonfile receiver)
+    OtlpJson,
 }
 
 /// Runs `cordon audit ...`; returns the process exit code.
@@ -218,8 +221,11 @@ pub fn run(args: AuditArgs) -> anyhow::Result<i32> {
             }
         }
         AuditCommand::Export { format, output } => {
-            let ExportFormat::Jsonl = format;
-            let n = match output {
+            let export = |w: &mut dyn Write| match format {
+                ExportFormat::Jsonl => store.export_jsonl(w),
+                ExportFormat::OtlpJson => store.export_otlp_json(w),
+            };
+            match output {
                 Some(file) => {
                     let f = std::fs::OpenOptions::new()
                         .write(true)
@@ -228,13 +234,13 @@ pub fn run(args: AuditArgs) -> anyhow::Result<i32> {
                         .mode(0o600)
                         .open(&file)
                         .with_context(|| format!("cannot create {}", file.display()))?;
-                    let n = store.export_jsonl(io::BufWriter::new(f))?;
+                    let n = export(&mut io::BufWriter::new(f))?;
                     eprintln!("exported {n} records to {}", file.display());
-                    n
                 }
-                None => store.export_jsonl(&mut out)?,
-            };
-            let _ = n;
+                None => {
+                    export(&mut out)?;
+                }
+            }
         }
         AuditCommand::Head { json } => {
             let head = store.head()?;

@@ -10,6 +10,8 @@
 //! random per test and never passed into the sandbox, so finding one
 //! anywhere inside (or in what cordon stores) is a leak.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 
