@@ -1,5 +1,5 @@
 //! HTTP/1.x request and response heads, strictly validated for a forward
-//! proxy, and a scanner that finds the end of a chunked body.
+//! proxy, and a chunked-body scanner (where the body ends, and its data).
 //!
 //! Tokenizing is done by `httparse`; this module adds what a proxy must
 //! check on top of it (request smuggling shapes, target forms, Host
@@ -697,8 +697,10 @@ impl ResponseHead {
     }
 }
 
-/// Finds where a chunked body ends while it streams past, without changing
-/// it. Feed it every byte of the body in order.
+/// Follows a chunked body as it streams past: finds where it ends
+/// ([`feed`](Self::feed), bytes unchanged) or also hands out the data it
+/// carries ([`decode`](Self::decode), framing and trailers dropped). Feed it
+/// every byte of the body in order.
 #[derive(Debug, Clone, Default)]
 pub struct ChunkedScanner {
     state: ChunkState,
@@ -739,6 +741,19 @@ impl ChunkedScanner {
     /// Consumes bytes of `input`; returns how many belong to the body (all
     /// of them unless the body ended inside `input`).
     pub fn feed(&mut self, input: &[u8]) -> Result<usize, &'static str> {
+        self.step(input, None)
+    }
+
+    /// Like [`feed`](Self::feed), and appends the chunks' data to `out`.
+    pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, &'static str> {
+        self.step(input, Some(out))
+    }
+
+    fn step(
+        &mut self,
+        input: &[u8],
+        mut data_out: Option<&mut Vec<u8>>,
+    ) -> Result<usize, &'static str> {
         let mut i = 0;
         while i < input.len() {
             let b = input[i];
@@ -747,6 +762,9 @@ impl ChunkedScanner {
                 ChunkState::Data => {
                     let take =
                         (input.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
+                    if let Some(out) = data_out.as_deref_mut() {
+                        out.extend_from_slice(&input[i..i + take]);
+                    }
                     self.size -= take as u64;
                     i += take;
                     if self.size == 0 {
@@ -759,7 +777,7 @@ impl ChunkedScanner {
                         if self.digits >= 15 {
                             return Err("chunk size too large");
                         }
-                        self.size = self.size * 16 + d as u64;
+                        self.size = self.size * 16 + u64::from(d);
                         self.digits += 1;
                     } else if self.digits == 0 {
                         return Err("invalid chunk size");
@@ -1043,5 +1061,28 @@ mod tests {
         ] {
             assert!(ChunkedScanner::new().feed(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn chunked_decode_hands_out_the_data() {
+        let body = b"5\r\nhello\r\n3;x=1\r\nabc\r\n0\r\nT: 1\r\n\r\nNEXT";
+        let mut whole = Vec::new();
+        assert_eq!(
+            ChunkedScanner::new().decode(body, &mut whole),
+            Ok(body.len() - 4)
+        );
+        assert_eq!(whole, b"helloabc");
+        let mut d = ChunkedScanner::new();
+        let mut out = Vec::new();
+        let mut used = 0;
+        for b in body.iter() {
+            used += d.decode(std::slice::from_ref(b), &mut out).unwrap();
+            if d.is_done() {
+                break;
+            }
+        }
+        assert_eq!(used, body.len() - 4);
+        assert_eq!(out, b"helloabc");
+        assert!(ChunkedScanner::new().decode(b"x\r\n", &mut out).is_err());
     }
 }

@@ -674,8 +674,14 @@ fn rustls_client(
     rustls::StreamOwned::new(conn, tcp)
 }
 
-/// Reads one response with a Content-Length body.
+/// Reads one response: a Content-Length or chunked body (decoded), or,
+/// with neither, a body until the connection closes.
 fn read_resp<S: Read>(s: &mut S) -> (String, Vec<u8>) {
+    read_resp_to(s, "GET")
+}
+
+/// [`read_resp`] for a response to `method` (HEAD: no body).
+fn read_resp_to<S: Read>(s: &mut S, method: &str) -> (String, Vec<u8>) {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -683,16 +689,41 @@ fn read_resp<S: Read>(s: &mut S) -> (String, Vec<u8>) {
         head.push(b[0]);
     }
     let head = String::from_utf8(head).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
         })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).unwrap();
+    };
+    if method == "HEAD" || head.starts_with("HTTP/1.1 204") || head.starts_with("HTTP/1.1 304") {
+        return (head, Vec::new());
+    }
+    if header("transfer-encoding").is_some() {
+        let mut body = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            while !line.ends_with(b"\r\n") {
+                s.read_exact(&mut b).unwrap();
+                line.push(b[0]);
+            }
+            let size = std::str::from_utf8(&line).unwrap().trim();
+            let n = usize::from_str_radix(size.split(';').next().unwrap(), 16).unwrap();
+            let mut chunk = vec![0; n + 2];
+            s.read_exact(&mut chunk).unwrap();
+            if n == 0 {
+                assert_eq!(chunk, b"\r\n");
+                return (head, body);
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    }
+    if let Some(len) = header("content-length") {
+        let mut body = vec![0; len.parse().unwrap()];
+        s.read_exact(&mut body).unwrap();
+        return (head, body);
+    }
+    let mut body = Vec::new();
+    s.read_to_end(&mut body).unwrap();
     (head, body)
 }
 
@@ -1027,4 +1058,252 @@ fn a_same_length_value_keeps_content_length() {
     assert_eq!(seen[0].header("transfer-encoding"), None);
     let (events, _) = s.proxy.finish();
     assert_clean(&events);
+}
+
+/// An HTTPS origin that reflects the Authorization it receives in its
+/// response body, framed as the path says, and written in pieces with
+/// pauses so the value straddles reads (and chunks):
+/// `/cl` (Content-Length), `/cl-one-write`, `/chunked`, `/close` (no
+/// length, body until close), `/gzip` (`Content-Encoding: gzip`), `/204`.
+/// It records the Accept-Encoding of each request.
+struct ReflectOrigin {
+    addr: SocketAddr,
+    accept_encoding: Arc<Mutex<Vec<String>>>,
+}
+
+impl ReflectOrigin {
+    fn start(ca: &TestCa, names: &[&str]) -> Self {
+        let (chain, key) = ca.leaf(names);
+        let cfg = Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap(),
+        );
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let accept_encoding = Arc::new(Mutex::new(Vec::new()));
+        let ae = accept_encoding.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(conn) = conn else { continue };
+                let (cfg, ae) = (cfg.clone(), ae.clone());
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
+                    let tls = rustls::ServerConnection::new(cfg).unwrap();
+                    let _ = reflect(rustls::StreamOwned::new(tls, conn), ae);
+                });
+            }
+        });
+        Self {
+            addr,
+            accept_encoding,
+        }
+    }
+}
+
+fn reflect<S: Read + Write>(s: S, accept_encoding: Arc<Mutex<Vec<String>>>) -> std::io::Result<()> {
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let target = line.split(' ').nth(1).unwrap_or("").to_string();
+    let mut auth = String::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h)?;
+        let h = h.trim_end_matches(['\r', '\n']);
+        if h.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = h.split_once(':') {
+            if n.eq_ignore_ascii_case("authorization") {
+                auth = v.trim().to_string();
+            } else if n.eq_ignore_ascii_case("accept-encoding") {
+                accept_encoding.lock().unwrap().push(v.trim().to_string());
+            }
+        }
+    }
+    let body = format!("you sent: {auth}\n");
+    // Split inside the value.
+    let cut = body.len() - 8;
+    let (p1, p2) = body.as_bytes().split_at(cut);
+    let w = r.get_mut();
+    let pause = || std::thread::sleep(Duration::from_millis(150));
+    match target.as_str() {
+        "/cl" | "/cl-one-write" => {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            if target == "/cl-one-write" {
+                w.write_all(format!("{head}{body}").as_bytes())?;
+            } else {
+                w.write_all(head.as_bytes())?;
+                w.flush()?;
+                pause();
+                w.write_all(p1)?;
+                w.flush()?;
+                pause();
+                w.write_all(p2)?;
+            }
+        }
+        "/chunked" => {
+            w.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+            w.write_all(format!("{:x}\r\n", p1.len()).as_bytes())?;
+            w.write_all(p1)?;
+            w.write_all(b"\r\n")?;
+            w.flush()?;
+            pause();
+            w.write_all(format!("{:x}\r\n", p2.len()).as_bytes())?;
+            w.write_all(p2)?;
+            w.write_all(b"\r\n0\r\nX-Trailer: 1\r\n\r\n")?;
+        }
+        "/close" => {
+            w.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n")?;
+            w.write_all(p1)?;
+            w.flush()?;
+            pause();
+            w.write_all(p2)?;
+            w.flush()?;
+            r.into_inner().flush()?;
+            return Ok(());
+        }
+        "/gzip" => {
+            w.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )?;
+        }
+        _ => {
+            w.write_all(format!("HTTP/1.1 204 No Content\r\nX-Auth: {auth}\r\n\r\n").as_bytes())?;
+        }
+    }
+    w.flush()?;
+    // Let the client read before this end goes away.
+    std::thread::sleep(Duration::from_millis(500));
+    Ok(())
+}
+
+/// Sends one request with the API placeholder through a fresh intercepted
+/// tunnel and reads the response.
+fn reflected(s: &Setup, origin: &ReflectOrigin, method: &str, path: &str) -> (String, Vec<u8>) {
+    let port = origin.addr.port();
+    let mut tls = rustls_client(s.proxy.addr, "api.test", port, &s.identity.ca_cert_pem());
+    write!(
+        tls,
+        "{method} {path} HTTP/1.1\r\nHost: api.test:{port}\r\nAuthorization: Bearer {API_PH}\r\nAccept-Encoding: gzip, br\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    read_resp_to(&mut tls, method)
+}
+
+#[test]
+fn a_value_reflected_in_a_response_body_is_scrubbed() {
+    let ca = TestCa::new("origin test CA");
+    let origin = ReflectOrigin::start(&ca, &["api.test"]);
+    let s = setup(standard_bindings(), &ca, &[("api.test", origin.addr)]);
+    let want = format!("you sent: Bearer {API_PH}\n");
+    for path in ["/cl", "/cl-one-write", "/chunked", "/close"] {
+        let (head, body) = reflected(&s, &origin, "GET", path);
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            !text.contains(API_VALUE),
+            "{path}: value reached the client"
+        );
+        assert_eq!(text, want, "{path}");
+        let lower = head.to_ascii_lowercase();
+        match path {
+            // The value was split across the origin's writes: the length
+            // is not known when the head goes out, so it is chunked now.
+            "/cl" | "/chunked" => {
+                assert!(
+                    lower.contains("transfer-encoding: chunked"),
+                    "{path}: {head}"
+                );
+                assert!(!lower.contains("content-length"), "{path}: {head}");
+            }
+            // Read whole with the head: an exact Content-Length.
+            "/cl-one-write" => assert!(
+                lower.contains(&format!("content-length: {}", want.len())),
+                "{head}"
+            ),
+            _ => assert!(
+                !lower.contains("content-length") && !lower.contains("transfer-encoding"),
+                "{path}: {head}"
+            ),
+        }
+    }
+    // No body: the value in a header is scrubbed too.
+    let (head, body) = reflected(&s, &origin, "GET", "/204");
+    assert!(head.starts_with("HTTP/1.1 204"), "{head}");
+    assert!(head.contains(&format!("X-Auth: Bearer {API_PH}")), "{head}");
+    assert!(!head.contains(API_VALUE) && body.is_empty());
+
+    // Every request asked for an unencoded body, whatever the client said.
+    let ae = origin.accept_encoding.lock().unwrap().clone();
+    assert_eq!(ae.len(), 5, "{ae:?}");
+    assert!(ae.iter().all(|v| v == "identity"), "{ae:?}");
+
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let ev = https_events(&events, "api.test");
+    assert_eq!(ev.len(), 5, "{ev:?}");
+    for e in ev {
+        assert_eq!(
+            e.status,
+            Some(if e.path.as_deref() == Some("/204") {
+                204
+            } else {
+                200
+            })
+        );
+        assert!(
+            e.rule.contains("secret API_TOKEN injected")
+                && e.rule.contains("secret API_TOKEN scrubbed from response"),
+            "{}",
+            e.rule
+        );
+        assert_eq!(e.secret_leak, None);
+    }
+}
+
+#[test]
+fn an_encoded_response_body_is_refused() {
+    let ca = TestCa::new("origin test CA");
+    let origin = ReflectOrigin::start(&ca, &["api.test"]);
+    let s = setup(standard_bindings(), &ca, &[("api.test", origin.addr)]);
+    let (head, body) = reflected(&s, &origin, "GET", "/gzip");
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("Content-Encoding: gzip"), "{text}");
+    assert!(
+        !text.contains("you sent") && !text.contains(API_VALUE),
+        "{text}"
+    );
+    // A HEAD answer has no body to scan: passed on.
+    let (head, body) = reflected(&s, &origin, "HEAD", "/gzip");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.is_empty());
+    assert_eq!(
+        *origin.accept_encoding.lock().unwrap(),
+        vec!["identity".to_string(), "identity".to_string()]
+    );
+    let (events, _) = s.proxy.finish();
+    assert_clean(&events);
+    let ev = https_events(&events, "api.test");
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    let refused = ev.iter().find(|e| e.method == "GET").unwrap();
+    assert_eq!(refused.status, Some(502));
+    assert_eq!(refused.decision, Decision::Deny);
+    assert!(
+        refused
+            .rule
+            .contains("response refused: Content-Encoding gzip"),
+        "{}",
+        refused.rule
+    );
 }

@@ -1,6 +1,7 @@
 //! One intercepted tunnel: TLS toward the sandbox with a leaf from the
 //! per-run CA, TLS toward the origin verified against the trust store, and
-//! an HTTP/1.1 loop in between that swaps placeholders in each request and
+//! an HTTP/1.1 loop in between that swaps placeholders for values in each
+//! request, turns values back into placeholders in each response, and
 //! streams bodies both ways. One event per request.
 
 use std::io;
@@ -13,7 +14,7 @@ use tokio::time::timeout;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use zeroize::{Zeroize, Zeroizing};
 
-use super::substitute::{ChunkedDecoder, Loc, Outcome, Plan};
+use super::substitute::{Loc, Outcome, Plan, Rewrite, Scrub};
 use super::Inner;
 use crate::event::{redact_url, Decision, EgressEvent, Protocol};
 use crate::http1::{
@@ -322,6 +323,9 @@ enum Fail {
     IdleClosed,
     /// The response was under way: only closing is left.
     After,
+    /// The origin answered with an encoded body (the coding named), which
+    /// cannot be scanned for values: refused, nothing of it passed on.
+    Encoded(String),
 }
 
 /// Forwards one request with placeholders swapped, and its response.
@@ -366,6 +370,22 @@ where
             false
         }
         Err(Fail::After) => false,
+        Err(Fail::Encoded(coding)) => {
+            let ev = rec.ev();
+            ev.status = Some(502);
+            ev.decision = Decision::Deny;
+            ev.rule = format!(
+                "{} (response refused: Content-Encoding {coding} cannot be scanned for secret values)",
+                ev.rule
+            );
+            let m = format!(
+                "cordon: the response from {}:{} was refused: its body is encoded (Content-Encoding: {coding}) and cannot be checked for secret values, so nothing of it was passed on. The proxy asks for unencoded bodies (Accept-Encoding: identity); this origin ignored that.",
+                tun.host, tun.port
+            );
+            let n = answer(&mut c.s, 502, &m).await;
+            rec.down(n);
+            false
+        }
     }
 }
 
@@ -388,21 +408,25 @@ where
 
     // The head, with placeholders swapped where the plan allows.
     let mut out_req = req.clone();
+    let in_headers = matcher.inject(bindings, &plan, Loc::Header);
     for (_, v) in out_req.headers.iter_mut() {
         let mut nv = Vec::with_capacity(v.len() + 64);
-        matcher.replace_all(bindings, &plan, Loc::Header, v, &mut nv, outcome);
+        in_headers.replace_all(v, &mut nv, outcome);
         *v = nv;
     }
+    // Response bodies are scanned for values on their way back, which an
+    // encoded (compressed) body would defeat: ask for unencoded ones.
+    out_req
+        .headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("accept-encoding"));
+    out_req
+        .headers
+        .push(("Accept-Encoding".into(), b"identity".to_vec()));
     if let Target::Absolute { path, .. } = &mut out_req.target {
         let mut np = Vec::with_capacity(path.len() + 64);
-        matcher.replace_all(
-            bindings,
-            &plan,
-            Loc::Target,
-            path.as_bytes(),
-            &mut np,
-            outcome,
-        );
+        matcher
+            .inject(bindings, &plan, Loc::Target)
+            .replace_all(path.as_bytes(), &mut np, outcome);
         // ASCII in, ASCII out (values are percent-encoded in the target).
         *path = String::from_utf8_lossy(&np).into_owned();
         np.zeroize();
@@ -457,15 +481,64 @@ where
     u.s.flush()
         .await
         .map_err(|e| before(&format!("sending to upstream: {e}")))?;
-    relay_response(tun, c, u, req, rec).await
+    relay_response(tun, c, u, req, rec, outcome).await
 }
 
+/// How a body is read.
 enum BodyIn {
     Len(u64),
     /// Chunked, passed through as it is (only scanned).
     Raw(ChunkedScanner),
-    /// Chunked, decoded for substitution and chunked again.
-    Decode(ChunkedDecoder),
+    /// Chunked, decoded (and sent on re-chunked).
+    Decode(ChunkedScanner),
+    /// Until the sender closes (responses only).
+    UntilClose,
+}
+
+impl BodyIn {
+    /// Takes the part of `data` that belongs to the body: its bytes (or,
+    /// when decoding, its data) go to `piece`. Returns how many bytes of
+    /// `data` were used and whether the body is complete.
+    fn take(&mut self, data: &[u8], piece: &mut Vec<u8>) -> Result<(usize, bool), &'static str> {
+        Ok(match self {
+            Self::Len(left) => {
+                let n = (data.len() as u64).min(*left) as usize;
+                *left -= n as u64;
+                piece.extend_from_slice(&data[..n]);
+                (n, *left == 0)
+            }
+            Self::Raw(s) => {
+                let n = s.feed(data)?;
+                piece.extend_from_slice(&data[..n]);
+                (n, s.is_done())
+            }
+            Self::Decode(s) => {
+                let n = s.decode(data, piece)?;
+                (n, s.is_done())
+            }
+            Self::UntilClose => {
+                piece.extend_from_slice(data);
+                (data.len(), false)
+            }
+        })
+    }
+}
+
+/// Appends body data to `out`, as one chunk when `chunked` (and the last
+/// chunk when `done`).
+fn frame(chunked: bool, data: &[u8], done: bool, out: &mut Vec<u8>) {
+    if !chunked {
+        out.extend_from_slice(data);
+        return;
+    }
+    if !data.is_empty() {
+        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+    }
+    if done {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -486,13 +559,16 @@ where
     let mut input = match kind {
         BodyKind::None | BodyKind::UntilClose => return Ok(()),
         BodyKind::Length(n) => BodyIn::Len(n),
-        BodyKind::Chunked if reframe => BodyIn::Decode(ChunkedDecoder::default()),
+        BodyKind::Chunked if reframe => BodyIn::Decode(ChunkedScanner::new()),
         BodyKind::Chunked => BodyIn::Raw(ChunkedScanner::new()),
     };
-    let bindings = &tun.inner.bindings;
-    let matcher = &tun.inner.matcher;
+    let inject = tun
+        .inner
+        .matcher
+        .inject(&tun.inner.bindings, plan, Loc::Body);
     let mut carry: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::new());
     let mut piece: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK));
+    let mut sub: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK + 64));
     let mut out: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK + 64));
     loop {
         if c.data().is_empty() {
@@ -501,62 +577,16 @@ where
                 _ => return Err(Fail::Before("the request body ended early".into())),
             }
         }
-        let data = c.data();
         piece.clear();
-        let (n, done) = match &mut input {
-            BodyIn::Len(left) => {
-                let n = (data.len() as u64).min(*left) as usize;
-                *left -= n as u64;
-                piece.extend_from_slice(&data[..n]);
-                (n, *left == 0)
-            }
-            BodyIn::Raw(s) => {
-                let n = s.feed(data).map_err(|e| Fail::Before(e.into()))?;
-                piece.extend_from_slice(&data[..n]);
-                (n, s.is_done())
-            }
-            BodyIn::Decode(d) => {
-                let n = d
-                    .decode(data, &mut piece)
-                    .map_err(|e| Fail::Before(e.into()))?;
-                (n, d.is_done())
-            }
-        };
+        let (n, done) = input
+            .take(c.data(), &mut piece)
+            .map_err(|e| Fail::Before(e.into()))?;
         c.consume(n);
         rec.up(n);
+        sub.clear();
+        inject.stream(&mut carry, &piece, done, &mut sub, outcome);
         out.clear();
-        if reframe {
-            let mut sub: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(piece.len() + 64));
-            matcher.stream(
-                bindings,
-                plan,
-                Loc::Body,
-                &mut carry,
-                &piece,
-                done,
-                &mut sub,
-                outcome,
-            );
-            if !sub.is_empty() {
-                out.extend_from_slice(format!("{:x}\r\n", sub.len()).as_bytes());
-                out.extend_from_slice(&sub);
-                out.extend_from_slice(b"\r\n");
-            }
-            if done {
-                out.extend_from_slice(b"0\r\n\r\n");
-            }
-        } else {
-            matcher.stream(
-                bindings,
-                plan,
-                Loc::Body,
-                &mut carry,
-                &piece,
-                done,
-                &mut out,
-                outcome,
-            );
-        }
+        frame(reframe, &sub, done, &mut out);
         if !out.is_empty() {
             u.s.write_all(&out)
                 .await
@@ -568,12 +598,36 @@ where
     }
 }
 
+/// The content coding of a response body, when it is not `identity`.
+fn content_coding(headers: &[(String, Vec<u8>)]) -> Option<String> {
+    let mut codings = Vec::new();
+    for (n, v) in headers {
+        if !n.eq_ignore_ascii_case("content-encoding") {
+            continue;
+        }
+        for t in String::from_utf8_lossy(v).split(',') {
+            let t = t.trim();
+            if !t.is_empty() && !t.eq_ignore_ascii_case("identity") {
+                // Shown in the event and the answer: keep it short and plain.
+                codings.push(
+                    t.chars()
+                        .filter(|c| c.is_ascii_graphic())
+                        .take(32)
+                        .collect::<String>(),
+                );
+            }
+        }
+    }
+    (!codings.is_empty()).then(|| codings.join(", "))
+}
+
 async fn relay_response<C, U>(
     tun: &Tunnel,
     c: &mut BufStream<C>,
     u: &mut BufStream<U>,
     req: &RequestHead,
     rec: &mut Record<'_>,
+    outcome: &mut Outcome,
 ) -> Result<(u16, bool), Fail>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -617,42 +671,97 @@ where
         break parsed;
     };
     let mut resp = resp;
-    let until_close = resp.body == BodyKind::UntilClose;
+    if resp.body != BodyKind::None {
+        if let Some(coding) = content_coding(&resp.headers) {
+            return Err(Fail::Encoded(coding));
+        }
+    }
+    // Values that come back from the origin go back to their placeholders,
+    // in headers and in the body. When that can change the body's length,
+    // a Content-Length body is re-framed: chunked for HTTP/1.1 clients,
+    // delimited by closing for HTTP/1.0 ones. A chunked body is decoded
+    // and chunked again (so a value split by the origin's chunks is found).
+    let scrub = Scrub::new(&tun.inner.bindings);
+    // A Content-Length body already read whole with the head (no waiting
+    // for it) is scrubbed at once and keeps an exact Content-Length.
+    let mut whole: Option<Vec<u8>> = None;
+    if let BodyKind::Length(n) = resp.body {
+        if scrub.changes_length() && u.data().len() as u64 >= n {
+            let n = n as usize;
+            let mut body = Vec::with_capacity(n + 64);
+            scrub.replace_all(&u.data()[..n], &mut body, outcome);
+            u.consume(n);
+            for (name, v) in resp.headers.iter_mut() {
+                if name.eq_ignore_ascii_case("content-length") {
+                    *v = body.len().to_string().into_bytes();
+                }
+            }
+            whole = Some(body);
+        }
+    }
+    let out_framing = match resp.body {
+        BodyKind::None => Framing::Same,
+        BodyKind::Length(_) if whole.is_some() => Framing::Same,
+        BodyKind::Length(_) if !scrub.changes_length() => Framing::Same,
+        BodyKind::Length(_) | BodyKind::Chunked if req.minor_version >= 1 => Framing::Chunked,
+        BodyKind::Length(_) | BodyKind::Chunked | BodyKind::UntilClose => Framing::Close,
+    };
     // The origin connection cannot be replaced inside a tunnel (it is the
     // one pinned address): when it cannot carry another request, neither
     // can the tunnel.
-    let keep = req.keep_alive && resp.reusable && !until_close;
-    // A value echoed back in a response header goes back to its placeholder.
+    let keep = req.keep_alive && resp.reusable && out_framing != Framing::Close;
     for (_, v) in resp.headers.iter_mut() {
-        unleak(tun, v);
+        let mut nv = Vec::with_capacity(v.len());
+        scrub.replace_all(v, &mut nv, outcome);
+        v.zeroize();
+        *v = nv;
     }
-    let mut out = Vec::with_capacity(1024);
+    match (resp.body, out_framing) {
+        (BodyKind::Length(_), Framing::Chunked) => {
+            resp.headers
+                .retain(|(n, _)| !n.eq_ignore_ascii_case("content-length"));
+            resp.headers
+                .push(("Transfer-Encoding".into(), b"chunked".to_vec()));
+        }
+        (_, Framing::Close) => resp.headers.retain(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-length")
+                && !n.eq_ignore_ascii_case("transfer-encoding")
+        }),
+        _ => {}
+    }
+    let mut out = Vec::with_capacity(READ_CHUNK + 1024);
     resp.write_client(&mut out, !keep);
-    let mut left = match resp.body {
-        BodyKind::Length(n) => n,
-        _ => 0,
+    let read_whole = whole.is_some();
+    if let Some(body) = whole {
+        out.extend_from_slice(&body);
+    }
+    let mut input = match resp.body {
+        BodyKind::None => None,
+        BodyKind::Length(_) if read_whole => None,
+        BodyKind::Length(n) => Some(BodyIn::Len(n)),
+        BodyKind::Chunked => Some(BodyIn::Decode(ChunkedScanner::new())),
+        BodyKind::UntilClose => Some(BodyIn::UntilClose),
     };
-    let mut scanner = ChunkedScanner::new();
-    let mut done = resp.body == BodyKind::None;
+    let chunked = out_framing == Framing::Chunked;
+    let mut carry: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::new());
+    let mut piece: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK));
+    let mut sub = Vec::with_capacity(READ_CHUNK + 64);
+    let mut eof = false;
     loop {
-        let data = u.data();
-        let n = match resp.body {
-            BodyKind::Length(_) => {
-                let n = (data.len() as u64).min(left) as usize;
-                left -= n as u64;
-                done = left == 0;
-                n
-            }
-            BodyKind::Chunked => {
-                let n = scanner.feed(data).map_err(|_| Fail::After)?;
-                done = scanner.is_done();
-                n
-            }
-            BodyKind::UntilClose => data.len(),
-            BodyKind::None => 0,
-        };
-        out.extend_from_slice(&data[..n]);
-        u.consume(n);
+        let mut done = true;
+        if let Some(input) = input.as_mut() {
+            piece.clear();
+            let (n, end) = if eof {
+                (0, true)
+            } else {
+                input.take(u.data(), &mut piece).map_err(|_| Fail::After)?
+            };
+            u.consume(n);
+            done = end;
+            sub.clear();
+            scrub.stream(&mut carry, &piece, done, &mut sub, outcome);
+            frame(chunked, &sub, done, &mut out);
+        }
         if !out.is_empty() {
             c.s.write_all(&out).await.map_err(|_| Fail::After)?;
             rec.down(out.len());
@@ -665,7 +774,7 @@ where
             Ok(Ok(n)) if n > 0 => {}
             // A close-delimited body ends when the origin closes (with or
             // without close_notify).
-            Ok(_) if until_close => break,
+            Ok(_) if matches!(input, Some(BodyIn::UntilClose)) => eof = true,
             _ => return Err(Fail::After),
         }
     }
@@ -674,18 +783,13 @@ where
     Ok((resp.status, keep))
 }
 
-/// Replaces real values of secrets bound to this host with their
-/// placeholders (e.g. an origin that echoes the Authorization header).
-fn unleak(tun: &Tunnel, v: &mut Vec<u8>) {
-    for b in &tun.inner.bindings {
-        if !b.is_bound_to(&tun.host, tun.port) {
-            continue;
-        }
-        let value = b.value.as_bytes();
-        let mut from = 0;
-        while let Some(pos) = memchr::memmem::find(&v[from..], value).map(|p| p + from) {
-            v.splice(pos..pos + value.len(), b.placeholder.bytes());
-            from = pos + b.placeholder.len();
-        }
-    }
+/// How a response body is framed toward the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// As the origin framed it (no body, or a length that cannot change).
+    Same,
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Until the proxy closes the connection.
+    Close,
 }

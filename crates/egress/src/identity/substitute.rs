@@ -1,10 +1,13 @@
-//! Finding placeholders and swapping them for real values: whole header
-//! values and request targets, and bodies as they stream past (a carry of
-//! at most the longest placeholder minus one byte is held back between
-//! pieces, so a placeholder split across reads is still found; nothing is
-//! buffered beyond that).
+//! Swapping placeholders and real values, both ways: placeholders for
+//! values in requests ([`Inject`]), values back to placeholders in
+//! responses ([`Scrub`]). One engine ([`Rewrite`]) does whole header values
+//! and request targets, and bodies as they stream past (a carry of at most
+//! the longest pattern minus one byte is held back between pieces, so a
+//! pattern split across reads is still found; nothing is buffered beyond
+//! that).
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::time::Instant;
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -136,6 +139,9 @@ impl Plan {
 pub(crate) struct Outcome {
     pub(crate) injected: BTreeSet<usize>,
     pub(crate) kept: BTreeSet<(usize, Why)>,
+    /// Secrets whose value came back from the origin and was replaced by
+    /// the placeholder.
+    pub(crate) scrubbed: BTreeSet<usize>,
 }
 
 impl Outcome {
@@ -166,12 +172,74 @@ impl Outcome {
                 leaked.insert(name.clone());
             }
         }
+        for &i in &self.scrubbed {
+            parts.push(format!(
+                "secret {} scrubbed from response",
+                bindings[i].name
+            ));
+        }
         let note = if parts.is_empty() {
             String::new()
         } else {
             format!("({})", parts.join("; "))
         };
         (note, leaked.into_iter().collect())
+    }
+}
+
+/// Rewrites patterns found in text: the leftmost-longest matches, not
+/// overlapping. The provided methods are the one engine both directions
+/// use.
+pub(crate) trait Rewrite {
+    /// The longest pattern (at least 1).
+    fn max_len(&self) -> usize;
+    /// Matches in `hay`, in order, as (pattern, range).
+    fn matches(&self, hay: &[u8]) -> Vec<(usize, Range<usize>)>;
+    /// Appends what replaces pattern `i` (found as `found`) to `out`.
+    fn apply(&self, i: usize, found: &[u8], out: &mut Vec<u8>, outcome: &mut Outcome);
+
+    /// Copies `input` to `out` with every match rewritten.
+    fn replace_all(&self, input: &[u8], out: &mut Vec<u8>, outcome: &mut Outcome) {
+        let mut last = 0;
+        for (i, r) in self.matches(input) {
+            out.extend_from_slice(&input[last..r.start]);
+            self.apply(i, &input[r.clone()], out, outcome);
+            last = r.end;
+        }
+        out.extend_from_slice(&input[last..]);
+    }
+
+    /// One piece of a streamed body: appends to `out` what can be sent now
+    /// and keeps in `carry` the tail that may be the start of a pattern.
+    /// With `last` everything is flushed.
+    fn stream(
+        &self,
+        carry: &mut Vec<u8>,
+        piece: &[u8],
+        last: bool,
+        out: &mut Vec<u8>,
+        outcome: &mut Outcome,
+    ) {
+        carry.extend_from_slice(piece);
+        let buf = &carry[..];
+        // A pattern starting before `limit` lies wholly inside `buf`.
+        let limit = if last {
+            buf.len()
+        } else {
+            buf.len().saturating_sub(self.max_len() - 1)
+        };
+        let mut emitted = 0;
+        for (i, r) in self.matches(buf) {
+            if r.start >= limit {
+                break;
+            }
+            out.extend_from_slice(&buf[emitted..r.start]);
+            self.apply(i, &buf[r.clone()], out, outcome);
+            emitted = r.end;
+        }
+        let cut = emitted.max(limit);
+        out.extend_from_slice(&buf[emitted..cut]);
+        carry.drain(..cut);
     }
 }
 
@@ -196,76 +264,19 @@ impl Matcher {
         Ok(Self { ac, max_len })
     }
 
-    /// Copies `input` to `out` with every injectable placeholder replaced.
-    pub(crate) fn replace_all(
-        &self,
-        bindings: &[SecretBinding],
-        plan: &Plan,
+    /// Placeholders to values in a request, at `loc`, as `plan` allows.
+    pub(crate) fn inject<'a>(
+        &'a self,
+        bindings: &'a [SecretBinding],
+        plan: &'a Plan,
         loc: Loc,
-        input: &[u8],
-        out: &mut Vec<u8>,
-        outcome: &mut Outcome,
-    ) {
-        let mut last = 0;
-        for m in self.ac.find_iter(input) {
-            out.extend_from_slice(&input[last..m.start()]);
-            apply(
-                bindings,
-                plan,
-                loc,
-                m.pattern().as_usize(),
-                &input[m.range()],
-                out,
-                outcome,
-            );
-            last = m.end();
+    ) -> Inject<'a> {
+        Inject {
+            matcher: self,
+            bindings,
+            plan,
+            loc,
         }
-        out.extend_from_slice(&input[last..]);
-    }
-
-    /// One piece of a streamed body: appends to `out` what can be sent now
-    /// and keeps in `carry` the tail that may be the start of a placeholder.
-    /// With `last` everything is flushed.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn stream(
-        &self,
-        bindings: &[SecretBinding],
-        plan: &Plan,
-        loc: Loc,
-        carry: &mut Vec<u8>,
-        piece: &[u8],
-        last: bool,
-        out: &mut Vec<u8>,
-        outcome: &mut Outcome,
-    ) {
-        carry.extend_from_slice(piece);
-        let buf = &carry[..];
-        // A placeholder starting before `limit` lies wholly inside `buf`.
-        let limit = if last {
-            buf.len()
-        } else {
-            buf.len().saturating_sub(self.max_len - 1)
-        };
-        let mut emitted = 0;
-        for m in self.ac.find_iter(buf) {
-            if m.start() >= limit {
-                break;
-            }
-            out.extend_from_slice(&buf[emitted..m.start()]);
-            apply(
-                bindings,
-                plan,
-                loc,
-                m.pattern().as_usize(),
-                &buf[m.range()],
-                out,
-                outcome,
-            );
-            emitted = m.end();
-        }
-        let cut = emitted.max(limit);
-        out.extend_from_slice(&buf[emitted..cut]);
-        carry.drain(..cut);
     }
 
     /// Only notes placeholders (plain HTTP): nothing is changed.
@@ -301,30 +312,113 @@ impl Matcher {
     }
 }
 
-fn apply(
-    bindings: &[SecretBinding],
-    plan: &Plan,
+/// Placeholders to real values (requests).
+pub(crate) struct Inject<'a> {
+    matcher: &'a Matcher,
+    bindings: &'a [SecretBinding],
+    plan: &'a Plan,
     loc: Loc,
-    i: usize,
-    found: &[u8],
-    out: &mut Vec<u8>,
-    outcome: &mut Outcome,
-) {
-    match plan.actions.get(i).map(|a| a[slot(loc)]) {
-        Some(Action::Inject) => {
-            let value = bindings[i].value.as_bytes();
-            if loc == Loc::Target {
-                percent_encode(value, out);
-            } else {
-                out.extend_from_slice(value);
+}
+
+impl Rewrite for Inject<'_> {
+    fn max_len(&self) -> usize {
+        self.matcher.max_len
+    }
+
+    fn matches(&self, hay: &[u8]) -> Vec<(usize, Range<usize>)> {
+        self.matcher
+            .ac
+            .find_iter(hay)
+            .map(|m| (m.pattern().as_usize(), m.range()))
+            .collect()
+    }
+
+    fn apply(&self, i: usize, found: &[u8], out: &mut Vec<u8>, outcome: &mut Outcome) {
+        match self.plan.actions.get(i).map(|a| a[slot(self.loc)]) {
+            Some(Action::Inject) => {
+                let value = self.bindings[i].value.as_bytes();
+                if self.loc == Loc::Target {
+                    percent_encode(value, out);
+                } else {
+                    out.extend_from_slice(value);
+                }
+                outcome.injected.insert(i);
             }
-            outcome.injected.insert(i);
+            Some(Action::Keep(why)) => {
+                out.extend_from_slice(found);
+                outcome.kept.insert((i, why));
+            }
+            None => out.extend_from_slice(found),
         }
-        Some(Action::Keep(why)) => {
-            out.extend_from_slice(found);
-            outcome.kept.insert((i, why));
+    }
+}
+
+/// Real values back to their placeholders (responses): every secret's
+/// value, wherever it is bound, so no value reaches the sandbox.
+///
+/// Values are searched with `memmem` over the bindings' own (zeroized)
+/// strings; no other long-lived copy of them is made.
+pub(crate) struct Scrub<'a> {
+    bindings: &'a [SecretBinding],
+    max_len: usize,
+}
+
+impl<'a> Scrub<'a> {
+    pub(crate) fn new(bindings: &'a [SecretBinding]) -> Self {
+        let max_len = bindings
+            .iter()
+            .map(|b| b.value.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        Self { bindings, max_len }
+    }
+
+    /// Whether scrubbing can change a body's length (a value and its
+    /// placeholder differ in length).
+    pub(crate) fn changes_length(&self) -> bool {
+        self.bindings
+            .iter()
+            .any(|b| b.value.len() != b.placeholder.len())
+    }
+}
+
+impl Rewrite for Scrub<'_> {
+    fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    fn matches(&self, hay: &[u8]) -> Vec<(usize, Range<usize>)> {
+        // Every occurrence of every value (overlapping ones too), then the
+        // leftmost-longest ones that do not overlap.
+        let mut all = Vec::new();
+        for (i, b) in self.bindings.iter().enumerate() {
+            let v = b.value.as_bytes();
+            if v.is_empty() {
+                continue;
+            }
+            let finder = memchr::memmem::Finder::new(v);
+            let mut from = 0;
+            while let Some(p) = finder.find(&hay[from..]) {
+                all.push((i, from + p..from + p + v.len()));
+                from += p + 1;
+            }
         }
-        None => out.extend_from_slice(found),
+        all.sort_by(|a, b| (a.1.start, b.1.end).cmp(&(b.1.start, a.1.end)));
+        let mut end = 0;
+        all.retain(|(_, r)| {
+            if r.start < end {
+                return false;
+            }
+            end = r.end;
+            true
+        });
+        all
+    }
+
+    fn apply(&self, i: usize, _found: &[u8], out: &mut Vec<u8>, outcome: &mut Outcome) {
+        out.extend_from_slice(self.bindings[i].placeholder.as_bytes());
+        outcome.scrubbed.insert(i);
     }
 }
 
@@ -338,156 +432,6 @@ fn percent_encode(value: &[u8], out: &mut Vec<u8>) {
         } else {
             out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
         }
-    }
-}
-
-/// Decodes a chunked body into its data (trailers are dropped), so
-/// placeholders split by the client's chunk boundaries are still found.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkedDecoder {
-    state: DecState,
-    size: u64,
-    digits: u8,
-    line: usize,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum DecState {
-    #[default]
-    Size,
-    Ext,
-    SizeLf,
-    Data,
-    DataCr,
-    DataLf,
-    TrailerStart,
-    TrailerLine,
-    TrailerLf,
-    EndLf,
-    Done,
-}
-
-const MAX_LINE: usize = 4096;
-
-impl ChunkedDecoder {
-    pub(crate) fn is_done(&self) -> bool {
-        self.state == DecState::Done
-    }
-
-    /// Consumes framing and data from `input`, appending the data to
-    /// `out`; returns how many bytes of `input` belong to the body.
-    pub(crate) fn decode(
-        &mut self,
-        input: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<usize, &'static str> {
-        let mut i = 0;
-        while i < input.len() {
-            let b = input[i];
-            match self.state {
-                DecState::Done => return Ok(i),
-                DecState::Data => {
-                    let take =
-                        (input.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&input[i..i + take]);
-                    self.size -= take as u64;
-                    i += take;
-                    if self.size == 0 {
-                        self.state = DecState::DataCr;
-                    }
-                    continue;
-                }
-                DecState::Size => {
-                    if let Some(d) = (b as char).to_digit(16) {
-                        if self.digits >= 15 {
-                            return Err("chunk size too large");
-                        }
-                        self.size = self.size * 16 + u64::from(d);
-                        self.digits += 1;
-                    } else if self.digits == 0 {
-                        return Err("invalid chunk size");
-                    } else if b == b';' || b == b' ' || b == b'\t' {
-                        self.state = DecState::Ext;
-                        self.line = 0;
-                    } else if b == b'\r' {
-                        self.state = DecState::SizeLf;
-                    } else {
-                        return Err("invalid chunk size");
-                    }
-                }
-                DecState::Ext => {
-                    self.line += 1;
-                    if self.line > MAX_LINE {
-                        return Err("chunk extension too long");
-                    }
-                    if b == b'\r' {
-                        self.state = DecState::SizeLf;
-                    } else if b == b'\n' || b == 0 {
-                        return Err("invalid chunk extension");
-                    }
-                }
-                DecState::SizeLf => {
-                    if b != b'\n' {
-                        return Err("bare CR in chunk size line");
-                    }
-                    self.digits = 0;
-                    self.state = if self.size == 0 {
-                        DecState::TrailerStart
-                    } else {
-                        DecState::Data
-                    };
-                }
-                DecState::DataCr => {
-                    if b != b'\r' {
-                        return Err("chunk data not followed by CRLF");
-                    }
-                    self.state = DecState::DataLf;
-                }
-                DecState::DataLf => {
-                    if b != b'\n' {
-                        return Err("chunk data not followed by CRLF");
-                    }
-                    self.state = DecState::Size;
-                    self.size = 0;
-                }
-                DecState::TrailerStart => {
-                    if b == b'\r' {
-                        self.state = DecState::EndLf;
-                    } else if b == b'\n' || b == 0 {
-                        return Err("invalid trailer");
-                    } else {
-                        self.state = DecState::TrailerLine;
-                        self.line = 1;
-                    }
-                }
-                DecState::TrailerLine => {
-                    self.line += 1;
-                    if self.line > MAX_LINE {
-                        return Err("trailer too long");
-                    }
-                    if b == b'\r' {
-                        self.state = DecState::TrailerLf;
-                    } else if b == b'\n' || b == 0 {
-                        return Err("invalid trailer");
-                    }
-                }
-                DecState::TrailerLf => {
-                    if b != b'\n' {
-                        return Err("bare CR in trailer");
-                    }
-                    self.state = DecState::TrailerStart;
-                }
-                DecState::EndLf => {
-                    if b != b'\n' {
-                        return Err("bare CR after the last chunk");
-                    }
-                    self.state = DecState::Done;
-                    return Ok(i + 1);
-                }
-            }
-            i += 1;
-        }
-        Ok(i)
     }
 }
 
@@ -530,6 +474,7 @@ mod tests {
         ];
         let m = Matcher::new(&b).unwrap();
         let plan = Plan::tls(&b, "a.test", 443, Instant::now());
+        let inj = m.inject(&b, &plan, Loc::Body);
         let input = b"xxPH_AAAAAAAAyyPH_BBBBBBBBBBBBzzPH_AAAAAAAA";
         let want = b"xxvalue-ayyPH_BBBBBBBBBBBBzzvalue-a";
         for split in 0..=input.len() {
@@ -537,36 +482,9 @@ mod tests {
                 let mut out = Vec::new();
                 let mut carry = Vec::new();
                 let mut oc = Outcome::default();
-                m.stream(
-                    &b,
-                    &plan,
-                    Loc::Body,
-                    &mut carry,
-                    &input[..split],
-                    false,
-                    &mut out,
-                    &mut oc,
-                );
-                m.stream(
-                    &b,
-                    &plan,
-                    Loc::Body,
-                    &mut carry,
-                    &input[split..split2],
-                    false,
-                    &mut out,
-                    &mut oc,
-                );
-                m.stream(
-                    &b,
-                    &plan,
-                    Loc::Body,
-                    &mut carry,
-                    &input[split2..],
-                    true,
-                    &mut out,
-                    &mut oc,
-                );
+                inj.stream(&mut carry, &input[..split], false, &mut out, &mut oc);
+                inj.stream(&mut carry, &input[split..split2], false, &mut out, &mut oc);
+                inj.stream(&mut carry, &input[split2..], true, &mut out, &mut oc);
                 assert_eq!(out, want, "split {split} {split2}");
                 assert!(carry.is_empty());
                 assert!(oc.injected.contains(&0));
@@ -609,10 +527,7 @@ mod tests {
         let plan = Plan::tls(&b, "a.test", 443, Instant::now());
         let mut out = Vec::new();
         let mut oc = Outcome::default();
-        m.replace_all(
-            &b,
-            &plan,
-            Loc::Target,
+        m.inject(&b, &plan, Loc::Target).replace_all(
             b"/p?k=PH_AAAAAAAA&j=PH_BBBBBBBB",
             &mut out,
             &mut oc,
@@ -636,34 +551,41 @@ mod tests {
         let plan = Plan::tls(&b, "a.test", 443, Instant::now());
         let mut out = Vec::new();
         let mut oc = Outcome::default();
-        m.replace_all(
-            &b,
-            &plan,
-            Loc::Header,
-            b"Bearer PH_AAAAAAAA",
-            &mut out,
-            &mut oc,
-        );
+        m.inject(&b, &plan, Loc::Header)
+            .replace_all(b"Bearer PH_AAAAAAAA", &mut out, &mut oc);
         assert_eq!(out, b"Bearer PH_AAAAAAAA");
         assert!(oc.note(&b, "a.test").0.contains("expired"));
     }
 
     #[test]
-    fn chunked_decoder() {
-        let body = b"5\r\nhello\r\n3;x=1\r\nabc\r\n0\r\nT: 1\r\n\r\nNEXT";
-        let mut d = ChunkedDecoder::default();
-        let mut out = Vec::new();
-        let mut used = 0;
-        for b in body.iter() {
-            used += d.decode(std::slice::from_ref(b), &mut out).unwrap();
-            if d.is_done() {
-                break;
+    fn scrub_streams_values_back_to_placeholders_across_every_split() {
+        let b = vec![
+            binding("A", "PH_AAAAAAAA", "value-a", "a.test", all()),
+            binding("B", "PH_BBBBBBBBBBBB", "value-a-longer", "b.test", all()),
+        ];
+        let scrub = Scrub::new(&b);
+        assert!(scrub.changes_length());
+        let input = b"value-value-a.value-a-longer|value-value-a";
+        let want = b"value-PH_AAAAAAAA.PH_BBBBBBBBBBBB|value-PH_AAAAAAAA";
+        for split in 0..=input.len() {
+            for split2 in split..=input.len() {
+                let mut out = Vec::new();
+                let mut carry = Vec::new();
+                let mut oc = Outcome::default();
+                scrub.stream(&mut carry, &input[..split], false, &mut out, &mut oc);
+                scrub.stream(&mut carry, &input[split..split2], false, &mut out, &mut oc);
+                scrub.stream(&mut carry, &input[split2..], true, &mut out, &mut oc);
+                assert_eq!(out, want, "split {split} {split2}");
+                assert!(carry.is_empty());
+                assert_eq!(oc.scrubbed.iter().copied().collect::<Vec<_>>(), [0, 1]);
             }
         }
-        assert_eq!(used, body.len() - 4);
-        assert_eq!(out, b"helloabc");
-        assert!(ChunkedDecoder::default()
-            .decode(b"x\r\n", &mut out)
-            .is_err());
+        let mut out = Vec::new();
+        let mut oc = Outcome::default();
+        scrub.replace_all(b"Bearer value-a", &mut out, &mut oc);
+        assert_eq!(out, b"Bearer PH_AAAAAAAA");
+        let (note, leaked) = oc.note(&b, "a.test");
+        assert_eq!(note, "(secret A scrubbed from response)");
+        assert!(leaked.is_empty());
     }
 }
