@@ -35,6 +35,9 @@ impl std::fmt::Debug for Resolved {
 
 /// How long a secret command may take to print its value.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Shortest value accepted: a short value would be scrubbed from unrelated
+/// text everywhere it happens to occur.
+const MIN_VALUE_CHARS: usize = 8;
 /// Largest value read from a file or a command.
 const MAX_VALUE: u64 = 64 * 1024;
 
@@ -107,8 +110,10 @@ fn read_value(source: &SecretSource, name: &str) -> anyhow::Result<Zeroizing<Str
     while value.ends_with('\n') || value.ends_with('\r') {
         value.pop();
     }
-    if value.is_empty() {
-        bail!("secret {name}: the value is empty");
+    if value.chars().count() < MIN_VALUE_CHARS {
+        bail!(
+            "secret {name}: the value is shorter than {MIN_VALUE_CHARS} characters; cordon refuses it, because it replaces a secret's value wherever it appears in responses and stored output"
+        );
     }
     Ok(value)
 }
