@@ -120,6 +120,39 @@ impl AuditSession {
         Ok(AuditSession { run_id, writer })
     }
 
+    /// Record that the sandbox could not be built after the run was
+    /// recorded as started.
+    pub fn failed(self, message: &str) -> anyhow::Result<()> {
+        self.writer.append(
+            &self.run_id,
+            Incident {
+                kind: IncidentKind::Other,
+                severity: Severity::Medium,
+                summary: format!("the sandbox could not be built: {message}"),
+                evidence: json!({ "error": message }),
+            },
+        )?;
+        self.writer.append(
+            &self.run_id,
+            RunEnded {
+                reason: EndReason::SpawnFailed,
+                exit_code: Some(125),
+                signal: None,
+                wall_ms: 0,
+                user_ms: 0,
+                sys_ms: 0,
+                peak_memory_bytes: None,
+                stdout: StreamSummary::default(),
+                stderr: StreamSummary::default(),
+                enforcement: serde_json::Value::Null,
+            },
+        )?;
+        self.writer
+            .close()
+            .context("cannot commit the audit records")?;
+        Ok(())
+    }
+
     /// Record the egress decisions, the incidents and the end; wait until
     /// all of it is durable.
     pub fn finish(

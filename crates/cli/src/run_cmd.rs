@@ -284,6 +284,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let outcome = match result {
         Ok(o) => o,
         Err(e) => {
+            // A run that was recorded as started is recorded as failed too.
+            if let Some(session) = hooks.audit.take() {
+                session.failed(&e.to_string())?;
+            }
             anyhow::bail!("cannot build the sandbox: {e}");
         }
     };
