@@ -67,24 +67,22 @@ fn main() -> ExitCode {
 }
 
 /// Descriptors 0-2 must exist so that pipes cordon creates never take
-/// their numbers.
+/// their numbers: open /dev/null until it lands above 2 (each open takes
+/// the lowest free number, so this fills exactly the missing ones).
 fn ensure_stdio_open() {
-    for fd in 0..3 {
-        if rustix::io::fcntl_getfd(unsafe_borrow(fd)).is_err() {
-            if let Ok(null) = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/null")
-            {
-                // Leak it: it now occupies the lowest free number, `fd`.
-                std::mem::forget(null);
-            }
+    use std::os::fd::AsRawFd;
+    loop {
+        let Ok(null) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+        else {
+            return;
+        };
+        if null.as_raw_fd() > 2 {
+            return; // dropped: 0, 1 and 2 are all open
         }
+        // Keep it open: it now stands in for a missing standard stream.
+        std::mem::forget(null);
     }
-}
-
-fn unsafe_borrow(fd: i32) -> std::os::fd::BorrowedFd<'static> {
-    // SAFETY: only used for fcntl(F_GETFD) on 0..3, which fails harmlessly
-    // with EBADF if the descriptor is not open; nothing is closed through it.
-    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
 }
