@@ -39,6 +39,8 @@
 //! and [`AuditStore::export_otlp_json`] (OpenTelemetry traces: a span per
 //! run, span events for egress and incidents; see [`otlp`]).
 
+#![forbid(unsafe_code)]
+
 pub mod chain;
 mod error;
 pub mod event;

@@ -1,6 +1,8 @@
 //! `cordon`: run commands that AI agents wrote inside a kernel-enforced
 //! sandbox.
 
+#![forbid(unsafe_code)]
+
 mod audit_bridge;
 mod audit_cmd;
 mod doctor_cmd;

@@ -29,6 +29,8 @@
 //! # let _ = totals; Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod addr;
 mod config;
 mod error;

@@ -46,6 +46,7 @@
 //!
 //! This crate does no syscalls and no I/O beyond reading a profile file.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;

@@ -4,6 +4,8 @@
 //! formats (and values registered at run time) in text and bytes with
 //! `[REDACTED:<kind>]` markers before anything is stored or shown.
 
+#![forbid(unsafe_code)]
+
 pub mod redact;
 
 pub use redact::Redactor;
