@@ -20,7 +20,10 @@ deadline killed it; 125 if cordon could not build the sandbox; 126/127 if the co
 executed / was not found.\n\n\
 Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --ro ./data --memory 512MiB --timeout 30s -- python3 job.py\n  \
 cordon run --profile profiles/python.toml -- pytest\n  cordon run --report outcome.json -- make test\n  \
-cordon run --preset medium --cwd rw -- ./build.sh"
+cordon run --preset medium --cwd rw -- ./build.sh\n  \
+cordon run --allow-net pypi.org --allow-net '*.pythonhosted.org' -- pip download requests\n  \
+cordon run --allow-net api.example.com --net-log net.jsonl -- python3 agent_tool.py\n  \
+GITHUB_TOKEN=... cordon run --secret GITHUB_TOKEN@api.github.com -- python3 tool.py"
 )]
 pub struct RunArgs {
     /// Profile file (TOML or JSON); flags override it.
