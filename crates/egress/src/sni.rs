@@ -262,7 +262,12 @@ fn parse_server_name(data: &[u8]) -> Result<Option<String>, HelloError> {
             ));
         }
         let s = String::from_utf8_lossy(name).to_ascii_lowercase();
-        host = Some(s.strip_suffix('.').unwrap_or(&s).to_string());
+        let s = s.strip_suffix('.').unwrap_or(&s);
+        // "." (the root) or names with empty labels name no host.
+        if s.is_empty() || s.split('.').any(str::is_empty) {
+            return Err(HelloError::Malformed("host_name has an empty label"));
+        }
+        host = Some(s.to_string());
     }
     Ok(host)
 }
@@ -304,6 +309,29 @@ pub fn build_client_hello(sni: Option<&str>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+
+    /// Found by cargo-fuzz: a host_name of "." used to come back as an empty
+    /// SNI (which matches no CONNECT host, but must be refused as malformed).
+    #[test]
+    fn a_root_or_empty_label_host_name_is_malformed() {
+        let crash: &[u8] = &[
+            22, 3, 201, 1, 1, 1, 0, 0, 63, 3, 143, 59, 59, 59, 59, 0, 11, 0, 0, 0, 0, 0, 0, 1, 0,
+            0, 0, 0, 0, 0, 0, 2, 37, 0, 0, 255, 255, 122, 126, 252, 0, 0, 1, 0, 0, 6, 0, 74, 91, 0,
+            7, 7, 7, 59, 59, 59, 253, 127, 0, 0, 0, 10, 0, 0, 0, 6, 0, 4, 0, 0, 1, 46, 0,
+        ];
+        assert!(!matches!(
+            parse_client_hello(crash),
+            Ok(Some(ClientHello { sni: Some(_), .. }))
+        ));
+        for bad in [".", "a..b", ".a.b"] {
+            let hello = build_client_hello(Some(bad));
+            assert!(parse_client_hello(&hello).is_err(), "{bad} accepted");
+        }
+        let ok = build_client_hello(Some("Api.Example.COM."));
+        let ch = parse_client_hello(&ok).expect("parses").expect("complete");
+        assert_eq!(ch.sni.as_deref(), Some("api.example.com"));
+    }
+
     use super::*;
 
     #[test]
