@@ -895,38 +895,7 @@ fn git_clones_over_https() {
     }
     let n = Net::new();
     let hp = n.hp();
-    let git = |args: &[&str], dir: &Path| {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let src = hp.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    git(&["init", "-q"], &src);
-    std::fs::write(src.join("README"), "cloned through cordon\n").unwrap();
-    git(&["add", "README"], &src);
-    git(&["commit", "-q", "-m", "init"], &src);
-    let repos = hp.join("repos");
-    std::fs::create_dir_all(&repos).unwrap();
-    git(
-        &["clone", "-q", "--bare", src.to_str().unwrap(), "repo.git"],
-        &repos,
-    );
+    let repos = bare_git_repo(&hp, "cloned through cordon\n");
     let srv = n.tls_server("git", &["--git-root", repos.to_str().unwrap()]);
 
     let ca = n.wd.path().join("ca.pem");

@@ -668,38 +668,7 @@ fn git_clone_with_an_extra_header_sends_the_real_value() {
     }
     let w = World::new();
     let hp = w.hp();
-    let git = |args: &[&str], dir: &Path| {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let src = hp.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    git(&["init", "-q"], &src);
-    std::fs::write(src.join("README"), "cloned with a bound secret\n").unwrap();
-    git(&["add", "README"], &src);
-    git(&["commit", "-q", "-m", "init"], &src);
-    let repos = hp.join("repos");
-    std::fs::create_dir_all(&repos).unwrap();
-    git(
-        &["clone", "-q", "--bare", src.to_str().unwrap(), "repo.git"],
-        &repos,
-    );
+    let repos = bare_git_repo(&hp, "cloned with a bound secret\n");
     let srv = w.tls_origin("git", &["--git-root", repos.to_str().unwrap()]);
     let value = fresh_value("git");
     let script = format!(

@@ -456,3 +456,48 @@ pub fn assert_host_healthy() {
         .expect("the host cannot start a process");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "healthy\n");
 }
+
+/// A bare git repository `repo.git` with one commit (a README holding
+/// `readme`), made under `dir/repos` with the host's git; returns
+/// `dir/repos` (the root to serve).
+pub fn bare_git_repo(dir: &Path, readme: &str) -> PathBuf {
+    let git = |args: &[&str], cwd: &Path| {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).expect("mkdir src");
+    git(&["init", "-q"], &src);
+    std::fs::write(src.join("README"), readme).expect("write README");
+    git(&["add", "README"], &src);
+    git(&["commit", "-q", "-m", "init"], &src);
+    let repos = dir.join("repos");
+    std::fs::create_dir_all(&repos).expect("mkdir repos");
+    git(
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            src.to_str().expect("utf8"),
+            "repo.git",
+        ],
+        &repos,
+    );
+    repos
+}
