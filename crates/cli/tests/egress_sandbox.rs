@@ -895,7 +895,7 @@ fn git_clones_over_https() {
     }
     let n = Net::new();
     let hp = n.hp();
-    let repos = bare_git_repo(&hp, "cloned through cordon\n");
+    let repos = bare_git_repo(hp, "cloned through cordon\n");
     let srv = n.tls_server("git", &["--git-root", repos.to_str().unwrap()]);
 
     let ca = n.wd.path().join("ca.pem");

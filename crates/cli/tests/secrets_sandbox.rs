@@ -668,7 +668,7 @@ fn git_clone_with_an_extra_header_sends_the_real_value() {
     }
     let w = World::new();
     let hp = w.hp();
-    let repos = bare_git_repo(&hp, "cloned with a bound secret\n");
+    let repos = bare_git_repo(hp, "cloned with a bound secret\n");
     let srv = w.tls_origin("git", &["--git-root", repos.to_str().unwrap()]);
     let value = fresh_value("git");
     let script = format!(
