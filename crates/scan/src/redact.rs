@@ -165,15 +165,66 @@ const ANCHORS: &[&[&str]] = &[
     &["cookie"],
 ];
 
+/// Patterns that only match a keyword followed by an assignment (`:` or
+/// `=`, after at most a short name suffix, a quote and blanks). Their
+/// anchors are common words ("sig" in "signal", "auth", "session"), so an
+/// anchor hit counts only when such an assignment follows it; otherwise
+/// ordinary prose would compile and run the largest regexes.
+const ASSIGNMENT_PATTERNS: &[&str] = &["password", "credential"];
+
+/// Longest name suffix an assignment pattern allows after its anchor
+/// (`session` + `_token_key`), with room to spare.
+const MAX_SUFFIX: usize = 16;
+
+/// Whether `input[at..]` can continue an assignment pattern: up to
+/// [`MAX_SUFFIX`] name bytes, an optional quote, blanks, then `:` or `=`.
+/// Every match of those patterns passes this check (it is looser than
+/// they are), so skipping the regex when it fails loses nothing.
+fn assignment_follows(input: &[u8], at: usize) -> bool {
+    let rest = input.get(at..).unwrap_or_default();
+    let mut i = 0;
+    while i < rest.len()
+        && i < MAX_SUFFIX
+        && (rest[i].is_ascii_alphanumeric() || rest[i] == b'_' || rest[i] == b'-')
+    {
+        i += 1;
+    }
+    if matches!(rest.get(i), Some(b'"' | b'\'')) {
+        i += 1;
+    }
+    while matches!(rest.get(i), Some(b' ' | b'\t')) {
+        i += 1;
+    }
+    matches!(rest.get(i), Some(b':' | b'='))
+}
+
 struct Builtin {
     prefilter: AhoCorasick,
     /// Anchor number -> pattern number.
     anchor_pattern: Vec<usize>,
+    /// Pattern number -> whether it is one of [`ASSIGNMENT_PATTERNS`].
+    assignment: Vec<bool>,
     /// Each pattern, compiled on first use (`None`: it failed to compile).
     regexes: Vec<OnceLock<Option<Regex>>>,
 }
 
 impl Builtin {
+    /// Which patterns can match `input` at all, by their anchors.
+    fn candidates(&self, input: &[u8]) -> Vec<bool> {
+        let mut candidate = vec![false; PATTERNS.len()];
+        for m in self.prefilter.find_overlapping_iter(input) {
+            if let Some(&p) = self.anchor_pattern.get(m.pattern().as_usize()) {
+                if self.assignment.get(p) == Some(&true) && !assignment_follows(input, m.end()) {
+                    continue;
+                }
+                if let Some(c) = candidate.get_mut(p) {
+                    *c = true;
+                }
+            }
+        }
+        candidate
+    }
+
     fn regex(&self, i: usize) -> Option<&Regex> {
         let (_, source) = PATTERNS.get(i)?;
         self.regexes
@@ -206,9 +257,14 @@ fn builtin() -> Option<&'static Builtin> {
                 .build(&anchors)
                 .ok()?;
             let regexes = PATTERNS.iter().map(|_| OnceLock::new()).collect();
+            let assignment = PATTERNS
+                .iter()
+                .map(|(kind, _)| ASSIGNMENT_PATTERNS.contains(kind))
+                .collect();
             Some(Builtin {
                 prefilter,
                 anchor_pattern,
+                assignment,
                 regexes,
             })
         })
@@ -346,14 +402,7 @@ impl Redactor {
 
     fn spans(&self, b: &Builtin, input: &[u8]) -> Vec<Span> {
         let mut spans = Vec::new();
-        let mut candidate = vec![false; PATTERNS.len()];
-        for m in b.prefilter.find_overlapping_iter(input) {
-            if let Some(&p) = b.anchor_pattern.get(m.pattern().as_usize()) {
-                if let Some(c) = candidate.get_mut(p) {
-                    *c = true;
-                }
-            }
-        }
+        let candidate = b.candidates(input);
         for (i, _) in candidate.iter().enumerate().filter(|(_, c)| **c) {
             let Some(re) = b.regex(i) else {
                 // Fail closed: a pattern that cannot be compiled redacts
@@ -807,6 +856,57 @@ mod idempotence_tests {
 #[allow(clippy::expect_used)]
 mod prefilter_tests {
     use super::*;
+
+    fn candidate_kinds(text: &str) -> Vec<&'static str> {
+        let b = builtin().expect("builtin patterns");
+        b.candidates(text.as_bytes())
+            .iter()
+            .zip(PATTERNS)
+            .filter(|(c, _)| **c)
+            .map(|(_, (kind, _))| *kind)
+            .collect()
+    }
+
+    #[test]
+    fn assignment_patterns_exist() {
+        for kind in ASSIGNMENT_PATTERNS {
+            assert!(PATTERNS.iter().any(|(k, _)| k == kind), "{kind}");
+        }
+    }
+
+    #[test]
+    fn common_words_do_not_wake_the_assignment_patterns() {
+        for prose in [
+            "own PID namespace with an init that reaps and forwards signals",
+            "authentication failed for the session; the token expired",
+            "see the design notes on secrets",
+            "password reset link sent",
+        ] {
+            let kinds = candidate_kinds(prose);
+            assert!(
+                !kinds.contains(&"credential") && !kinds.contains(&"password"),
+                "{prose}: {kinds:?}"
+            );
+        }
+        for (assignment, kind) in [
+            ("session_token = abc123def", "credential"),
+            ("\"api_key\": \"abc123def\"", "credential"),
+            ("client_secret:abc", "credential"),
+            ("X-Amz-Signature=abcdef", "credential"),
+            ("PASSWORD\t: hunter2", "password"),
+            ("passphrase='x y'", "password"),
+        ] {
+            assert!(
+                candidate_kinds(assignment).contains(&kind),
+                "{assignment} should wake {kind}"
+            );
+            assert_ne!(
+                Redactor::new().redact(assignment),
+                assignment,
+                "{assignment} should be redacted"
+            );
+        }
+    }
 
     #[test]
     fn every_pattern_compiles_and_has_anchors() {
