@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cordon_audit::{AuditWriter, Decision, Egress};
+use cordon_audit::{AuditWriter, Decision, Egress, EndReason, RunEnded, RunStarted};
 use cordon_scan::Redactor;
 
 fn egress(i: usize) -> Egress {
@@ -71,6 +71,76 @@ fn writer_run(
     Ok(rate(per * threads, d))
 }
 
+/// What the store adds to one `cordon run`, as that command drives it:
+/// open the store, put the profile blob, append the start, append the end,
+/// close (waits until durable). Median and p90 over `runs` runs, in µs.
+fn run_lifecycle(dir: &Path, runs: usize) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let path = dir.join("lifecycle.db");
+    let profile = "[limits]\nmemory = \"512M\"\n".repeat(40);
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..runs + 10 {
+        let start = Instant::now();
+        let w = AuditWriter::open_with(
+            &path,
+            cordon_audit::WriterOptions {
+                commit_delay: Duration::from_millis(20),
+                ..Default::default()
+            },
+        )?;
+        let t_open = start.elapsed();
+        let run = cordon_audit::new_run_id();
+        let profile_hash = w.put_blob(profile.as_bytes())?;
+        w.append(
+            &run,
+            RunStarted {
+                argv: vec!["/bin/true".into()],
+                cwd: Some("/work".into()),
+                profile_name: Some("medium".into()),
+                profile_hash: Some(profile_hash),
+                cordon_version: "bench".into(),
+                ..Default::default()
+            },
+        )?;
+        w.append(
+            &run,
+            RunEnded {
+                reason: EndReason::Exited,
+                exit_code: Some(0),
+                signal: None,
+                wall_ms: 2,
+                user_ms: 0,
+                sys_ms: 1,
+                peak_memory_bytes: Some(600_000),
+                stdout: Default::default(),
+                stderr: Default::default(),
+                enforcement: serde_json::json!({"seccomp": true, "landlock": 7}),
+            },
+        )?;
+        let t_app = start.elapsed();
+        w.close()?;
+        if std::env::var_os("AUDIT_BENCH_PHASES").is_some() && i % 50 == 0 {
+            eprintln!(
+                "open {:?} appended {:?} closed {:?} wal {:?}",
+                t_open,
+                t_app,
+                start.elapsed(),
+                std::fs::metadata(dir.join("lifecycle.db-wal"))
+                    .map(|m| m.len())
+                    .ok()
+            );
+        }
+        if i >= 10 {
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let report = cordon_audit::AuditStore::open(&path)?.verify()?;
+    if !report.ok || report.records as usize != 2 * (runs + 10) {
+        return Err(format!("store does not verify: {:?}", report.problems).into());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], times[times.len() * 9 / 10]))
+}
+
 fn plain_run(
     dir: &Path,
     name: &str,
@@ -120,6 +190,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let single = (n / 100).clamp(200, 2000);
+    if std::env::var_os("AUDIT_BENCH_LIFECYCLE_ONLY").is_some() {
+        let (median, p90) = run_lifecycle(&dir, 300)?;
+        println!("per-run store lifecycle: median {median:.0} µs, p90 {p90:.0} µs");
+        return Ok(());
+    }
 
     let plain_single = plain_run(&dir, "plain-single", single, 1)?;
     let plain_batched = plain_run(&dir, "plain-batched", n, 8192)?;
@@ -181,6 +256,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "AuditWriter bulk vs plain 1-insert-per-transaction: {:.0}x",
         w_bulk / plain_single
+    );
+    let (median, p90) = run_lifecycle(&dir, 300)?;
+    println!(
+        "per-run store lifecycle (open, profile blob, start, end, close; as `cordon run` does): median {median:.0} µs, p90 {p90:.0} µs"
     );
     println!(
         "redaction of a {:.1} MiB log: {mib_s:.0} MiB/s",

@@ -18,19 +18,22 @@
 //!
 //! The head file (`<db>.head`) holds the last committed record's seq and
 //! hash, so that cutting records off the end of the store is detected. It is
-//! replaced atomically (write, fsync, rename) under an exclusive `flock` on
-//! `<db>.lock`, which every writer holds from `BEGIN IMMEDIATE` until the
+//! rewritten in place (one single-sector write) under an exclusive `flock`
+//! on `<db>.lock`, which every writer holds from `BEGIN IMMEDIATE` until the
 //! head file is updated after `COMMIT`. Before committing, the writer
-//! records the head it is about to commit as `pending` (and fsyncs it), so a
-//! crash between commit and the final head update is told apart from
-//! truncation. The head file guards against the database being cut or
+//! records the head it is about to commit as `pending`, so a crash of the
+//! writer between commit and the final head update is told apart from
+//! records added behind its back. Neither write is fsynced (the commit
+//! is): after a power loss, not a crash, the head file can be one commit
+//! behind, and verify then reports that commit's records as added outside
+//! the writer; an external anchor (below) settles such a report. The head
+//! file guards against the database being cut or
 //! replaced on its own; against someone who can rewrite both files, copy
 //! [`Head`] (`cordon audit head`) somewhere they cannot write, and check
 //! against it later (`cordon audit verify --anchor SEQ:HASH`).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -165,25 +168,43 @@ pub fn read_head_file(db: &Path) -> Result<Option<HeadFile>, String> {
     }
 }
 
-/// Replaces the head file atomically; `sync` makes it durable first.
-pub(crate) fn write_head_file(db: &Path, hf: &HeadFile, sync: bool) -> Result<(), AuditError> {
+/// Size the head file is padded to, so every update is one write of one
+/// sector over the same bytes.
+const HEAD_FILE_LEN: usize = 512;
+
+/// Rewrites the head file in place: one `pwrite` of [`HEAD_FILE_LEN`]
+/// bytes at offset 0 (JSON padded with spaces), so it never changes size,
+/// needs no rename and no directory update. A single write of a single
+/// sector is never seen half-done after a process crash.
+pub(crate) fn write_head_file(db: &Path, hf: &HeadFile) -> Result<(), AuditError> {
+    use std::os::unix::fs::FileExt;
     let path = head_file_path(db);
-    let tmp = sibling(db, ".head.tmp");
     let mut text = serde_json::to_vec(hf)?;
+    if text.len() >= HEAD_FILE_LEN {
+        return Err(AuditError::Io {
+            path,
+            action: "write the head file",
+            source: std::io::Error::other("head record longer than the head file"),
+        });
+    }
+    text.resize(HEAD_FILE_LEN - 1, b' ');
     text.push(b'\n');
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .mode(0o600)
-        .open(&tmp)
-        .map_err(io(&tmp, "write the head file"))?;
-    f.write_all(&text)
-        .map_err(io(&tmp, "write the head file"))?;
-    if sync {
-        f.sync_data().map_err(io(&tmp, "sync the head file"))?;
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(io(&path, "write the head file"))?;
+    f.write_all_at(&text, 0)
+        .map_err(io(&path, "write the head file"))?;
+    // A longer file (an older format, or someone's edit) must not keep
+    // bytes after ours.
+    if f.metadata().map(|m| m.len()).unwrap_or(0) != HEAD_FILE_LEN as u64 {
+        f.set_len(HEAD_FILE_LEN as u64)
+            .map_err(io(&path, "write the head file"))?;
     }
-    std::fs::rename(&tmp, &path).map_err(io(&path, "replace the head file"))?;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! The SQLite store: schema, opening, and the reader API.
 
 use std::collections::BTreeSet;
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -19,6 +19,12 @@ use crate::time::{format_rfc3339, now_nanos};
 
 /// Schema version this code writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;
+
+/// `PRAGMA user_version` of a store whose schema is in place: "cor" and
+/// the schema version. Reading it costs no schema parse, so a writer that
+/// finds it skips creating and checking the schema (most of the cost of
+/// opening a store in a fresh process).
+const USER_VERSION: i64 = 0x636f_7200 + SCHEMA_VERSION;
 
 /// How long a connection waits for SQLite's own locks.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,16 +110,18 @@ pub(crate) fn open_for_write(path: &Path) -> Result<Connection, AuditError> {
                 .map_err(io(dir, "create the store's directory"))?;
         }
     }
-    match OpenOptions::new()
+    let created = match OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
     {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
         Err(e) => return Err(io(path, "create the store")(e)),
-    }
+    };
+    let wal = wal_path(path);
+    let wal_existed = std::fs::symlink_metadata(&wal).is_ok();
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -127,15 +135,96 @@ pub(crate) fn open_for_write(path: &Path) -> Result<Connection, AuditError> {
         .map_err(sql(path))?;
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(sql(path))?;
-    conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');COMMIT;"
-    ))
-    .map_err(|e| {
-        let _ = conn.execute_batch("ROLLBACK");
-        sql(path)(e)
-    })?;
-    check_schema(&conn, path)?;
+    // A one-shot writer (`cordon run`) must not pay for a checkpoint (two
+    // fsyncs and a rewrite of the WAL) after its commit; checkpoints happen
+    // at open instead, when the WAL has grown (below).
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .map_err(sql(path))?;
+    let user_version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sql(path))?;
+    if user_version != USER_VERSION {
+        create_schema(&conn, path)?;
+    }
+    if created || !wal_existed {
+        // The build turns off SQLite's own directory sync, which it would
+        // otherwise do on every connection's first commit (see
+        // .cargo/config.toml); new files' names are made durable here.
+        sync_dir_of(path)?;
+    }
+    checkpoint_if_grown(&conn, path)?;
     Ok(conn)
+}
+
+fn wal_path(db: &Path) -> PathBuf {
+    let mut wal = db.as_os_str().to_os_string();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+/// Makes the directory entries of files just created in the store's
+/// directory durable.
+fn sync_dir_of(path: &Path) -> Result<(), AuditError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir, "sync the store's directory"))
+}
+
+/// WAL size above which opening a writer checkpoints the store.
+const WAL_CHECKPOINT_BYTES: u64 = 256 * 1024;
+
+/// Moves the WAL into the database and empties it once it has grown past
+/// [`WAL_CHECKPOINT_BYTES`]. Every process that opens the store first
+/// rebuilds the WAL index by reading the whole WAL, so a small WAL keeps
+/// opening cheap. Never waits: if another connection is mid-transaction,
+/// a later open does it.
+fn checkpoint_if_grown(conn: &Connection, path: &Path) -> Result<(), AuditError> {
+    if std::fs::metadata(wal_path(path)).map_or(0, |m| m.len()) <= WAL_CHECKPOINT_BYTES {
+        return Ok(());
+    }
+    conn.busy_timeout(Duration::ZERO).map_err(sql(path))?;
+    // The pragma answers with a row (busy, log, checkpointed) rather than
+    // an error when others are in the way.
+    let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql(path))?;
+    match done {
+        Ok(()) => Ok(()),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(sql(path)(e)),
+    }
+}
+
+/// Creates whatever part of the schema is missing, checks the version and
+/// marks the store (`user_version`), all in one transaction.
+fn create_schema(conn: &Connection, path: &Path) -> Result<(), AuditError> {
+    let result = conn
+        .execute_batch(&format!(
+            "BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');"
+        ))
+        .map_err(sql(path))
+        .and_then(|()| check_schema(conn, path))
+        .and_then(|()| {
+            conn.execute_batch(&format!("PRAGMA user_version = {USER_VERSION}; COMMIT;"))
+                .map_err(sql(path))
+        });
+    if result.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    result
 }
 
 fn check_schema(conn: &Connection, path: &Path) -> Result<(), AuditError> {
@@ -169,18 +258,18 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<(), AuditError> {
 }
 
 /// The last record's seq and hash, or the empty head.
+/// The store's last record (prepared once per connection).
+pub(crate) const QUERY_HEAD: &str = "SELECT seq, hash FROM records ORDER BY seq DESC LIMIT 1";
+
 pub(crate) fn query_head(conn: &Connection) -> rusqlite::Result<Head> {
     Ok(conn
-        .query_row(
-            "SELECT seq, hash FROM records ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| {
-                Ok(Head {
-                    seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
-                    hash: lenient_text(r.get_ref(1)?),
-                })
-            },
-        )
+        .prepare_cached(QUERY_HEAD)?
+        .query_row([], |r| {
+            Ok(Head {
+                seq: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                hash: lenient_text(r.get_ref(1)?),
+            })
+        })
         .optional()?
         .unwrap_or_else(Head::empty))
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use cordon_scan::Redactor;
 use rusqlite::{params, Connection, TransactionBehavior};
@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, StoreLock};
 use crate::error::{sql, AuditError};
 use crate::event::{Event, RunStarted, KIND_HEAD_MISMATCH};
-use crate::store::{open_for_write, query_head};
+use crate::store::{open_for_write, query_head, QUERY_HEAD};
 use crate::time::{now_nanos, unix_nanos};
 
 /// How the writer behaves.
@@ -24,6 +24,12 @@ pub struct WriterOptions {
     pub max_batch: usize,
     /// How long to wait for another process's write to finish.
     pub lock_timeout: Duration,
+    /// How long a record may wait for company before it is committed
+    /// (unless a flush or close comes first). Zero commits at once. A short
+    /// run whose start and end arrive within the delay costs one durable
+    /// commit instead of two; a crash within the delay loses only those
+    /// records, as with any record not yet flushed.
+    pub commit_delay: Duration,
 }
 
 impl Default for WriterOptions {
@@ -32,11 +38,17 @@ impl Default for WriterOptions {
             redactor: Redactor::new(),
             max_batch: 8192,
             lock_timeout: Duration::from_secs(30),
+            commit_delay: Duration::ZERO,
         }
     }
 }
 
 type Reply = SyncSender<Result<Head, String>>;
+
+const INSERT_RECORD: &str =
+    "INSERT INTO records (seq, time_ns, run_id, kind, body, prev_hash, hash)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?1, ?2, ?3)";
 
 enum Msg {
     Append {
@@ -270,6 +282,12 @@ pub(crate) fn redact_value(r: &Redactor, v: &mut Value) {
 
 impl Worker {
     fn run(mut self, rx: Receiver<Msg>) {
+        // Compile the commit's statements now, while the caller has other
+        // work, so the first commit (often the one someone waits for) does
+        // not. A failure here shows up again, and is reported, at commit.
+        for stmt in [QUERY_HEAD, INSERT_RECORD, INSERT_BLOB] {
+            let _ = self.conn.prepare_cached(stmt);
+        }
         loop {
             let first = if self.pending.is_empty() {
                 match rx.recv() {
@@ -288,6 +306,19 @@ impl Worker {
             let mut close: Option<Reply> = None;
             if let Some(m) = first {
                 self.take(m, &mut waiters, &mut close);
+            }
+            if !self.opts.commit_delay.is_zero() {
+                let until = Instant::now() + self.opts.commit_delay;
+                while close.is_none()
+                    && waiters.is_empty()
+                    && self.pending.len() < self.opts.max_batch
+                {
+                    let left = until.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(m) => self.take(m, &mut waiters, &mut close),
+                        Err(_) => break,
+                    }
+                }
             }
             while close.is_none() && self.pending.len() < self.opts.max_batch {
                 match rx.try_recv() {
@@ -382,12 +413,7 @@ impl Worker {
         let mut prev = parse_hash(&old.hash).unwrap_or([0; 32]);
         let mut prev_hex = old.hash.clone();
         {
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO records (seq, time_ns, run_id, kind, body, prev_hash, hash)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(sql(&path))?;
+            let mut ins = tx.prepare_cached(INSERT_RECORD).map_err(sql(&path))?;
             let mut insert = |time_ns: i64, run_id: &str, kind: &str, body: &str| {
                 seq += 1;
                 let h = record_hash(seq, time_ns, run_id, kind, body, &prev);
@@ -416,11 +442,7 @@ impl Worker {
                 insert(now_nanos(), "", KIND_HEAD_MISMATCH, &body.to_string())
                     .map_err(sql(&path))?;
             }
-            let mut blob = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(sql(&path))?;
+            let mut blob = tx.prepare_cached(INSERT_BLOB).map_err(sql(&path))?;
             for p in &self.pending {
                 match p {
                     Pending::Record {
@@ -451,8 +473,8 @@ impl Worker {
             drop(lock);
             return Ok(new);
         }
-        // Announce the head we are about to commit, durably, so a crash
-        // after COMMIT is not mistaken for truncation.
+        // Announce the head we are about to commit, so a crash after COMMIT
+        // is not mistaken for records added behind the writer's back.
         chain::write_head_file(
             &path,
             &HeadFile {
@@ -460,11 +482,8 @@ impl Worker {
                 head: old,
                 pending: Some(new.clone()),
             },
-            true,
         )?;
         tx.commit().map_err(sql(&path))?;
-        // No fsync here: until this write reaches the disk, the durable
-        // "pending" file above already accepts the new head.
         chain::write_head_file(
             &path,
             &HeadFile {
@@ -472,7 +491,6 @@ impl Worker {
                 head: new.clone(),
                 pending: None,
             },
-            false,
         )?;
         drop(lock);
         Ok(new)

@@ -1,0 +1,215 @@
+//! How the writer commits: the commit delay, the head file written in
+//! place, the WAL kept small across many short-lived writers, and stores
+//! from before the schema marker.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use cordon_audit::{AuditStore, AuditWriter, WriterOptions};
+
+fn delayed(delay: Duration) -> WriterOptions {
+    WriterOptions {
+        commit_delay: delay,
+        ..Default::default()
+    }
+}
+
+fn records(path: &std::path::Path) -> u64 {
+    AuditStore::open(path).unwrap().head().unwrap().seq
+}
+
+#[test]
+fn commit_delay_holds_records_until_it_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open_with(&path, delayed(Duration::from_millis(400))).unwrap();
+    let appended = Instant::now();
+    w.append("r1", started(1)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // Another process sees nothing yet, unless the delay already passed
+    // (a very slow machine): then the record must be there.
+    let early = records(&path);
+    assert!(
+        early == 0 || appended.elapsed() >= Duration::from_millis(400),
+        "committed before the delay: {early} records after {:?}",
+        appended.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while records(&path) == 0 {
+        assert!(Instant::now() < deadline, "never committed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(appended.elapsed() >= Duration::from_millis(400));
+    w.close().unwrap();
+}
+
+#[test]
+fn flush_and_close_do_not_wait_for_the_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open_with(&path, delayed(Duration::from_secs(30))).unwrap();
+    let t = Instant::now();
+    w.append("r1", started(1)).unwrap();
+    assert_eq!(w.flush().unwrap().seq, 1);
+    w.append("r1", ended("done")).unwrap();
+    assert_eq!(w.close().unwrap().seq, 2);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(AuditStore::open(&path).unwrap().verify().unwrap().ok);
+}
+
+#[test]
+fn start_and_end_within_the_delay_are_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "first", 1);
+    w.close().unwrap();
+    let wal = path.with_extension("db-wal");
+    let before = wal_commit_frames(&std::fs::read(&wal).unwrap());
+    let w = AuditWriter::open_with(&path, delayed(Duration::from_secs(30))).unwrap();
+    w.append("r1", started(1)).unwrap();
+    w.append("r1", ended("done")).unwrap();
+    w.close().unwrap();
+    // One transaction appends one batch of WAL frames ending in one commit
+    // frame; two transactions would leave two more commit frames.
+    let after = wal_commit_frames(&std::fs::read(&wal).unwrap());
+    assert_eq!(after - before, 1, "{before} commits before, {after} after");
+}
+
+/// Number of commit frames in a WAL file (frames whose header carries a
+/// non-zero database size after the commit).
+fn wal_commit_frames(wal: &[u8]) -> usize {
+    let page = u32::from_be_bytes(wal[8..12].try_into().unwrap()) as usize;
+    let mut at = 32;
+    let mut commits = 0;
+    let salt = &wal[16..24];
+    while at + 24 + page <= wal.len() {
+        let header = &wal[at..at + 24];
+        if &header[8..16] != salt {
+            break;
+        }
+        if u32::from_be_bytes(header[4..8].try_into().unwrap()) != 0 {
+            commits += 1;
+        }
+        at += 24 + page;
+    }
+    commits
+}
+
+#[test]
+fn head_file_is_rewritten_in_place_at_a_fixed_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let hf = cordon_audit::chain::head_file_path(&path);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "a", 1);
+    w.flush().unwrap();
+    let meta = std::fs::metadata(&hf).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let inode = meta.ino();
+    assert_eq!(meta.len(), 512);
+    write_runs(&w, "b", 3);
+    let head = w.close().unwrap();
+    let meta = std::fs::metadata(&hf).unwrap();
+    assert_eq!(
+        meta.ino(),
+        inode,
+        "the head file was replaced, not rewritten"
+    );
+    assert_eq!(meta.len(), 512);
+    let parsed = cordon_audit::chain::read_head_file(&path).unwrap().unwrap();
+    assert_eq!(parsed.head, head);
+    assert_eq!(parsed.pending, None);
+}
+
+#[test]
+fn a_longer_head_file_is_cut_to_size_and_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "a", 1);
+    let head = w.close().unwrap();
+    // An older format (or an editor) left a longer file that agrees.
+    let hf = cordon_audit::chain::head_file_path(&path);
+    let long = format!(
+        "{}\n{}",
+        serde_json::to_string(&cordon_audit::HeadFile {
+            version: 1,
+            head: head.clone(),
+            pending: None
+        })
+        .unwrap(),
+        " ".repeat(2000)
+    );
+    std::fs::write(&hf, long).unwrap();
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "b", 1);
+    w.close().unwrap();
+    assert_eq!(std::fs::metadata(&hf).unwrap().len(), 512);
+    let report = AuditStore::open(&path).unwrap().verify().unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
+
+#[test]
+fn many_short_lived_writers_keep_the_wal_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let wal = path.with_extension("db-wal");
+    let mut largest = 0;
+    for i in 0..150 {
+        let w = AuditWriter::open(&path).unwrap();
+        write_runs(&w, &format!("r{i}"), 1);
+        w.close().unwrap();
+        largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+    }
+    // Each writer checkpoints at open once the WAL passes 256 KiB; one
+    // writer's own records come on top of that.
+    assert!(largest < 1024 * 1024, "WAL grew to {largest} bytes");
+    let report = AuditStore::open(&path).unwrap().verify().unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.records, 150 * 4, "{report:?}");
+}
+
+#[test]
+fn a_store_without_the_schema_marker_is_checked_and_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "a", 2);
+    w.close().unwrap();
+    // As a store written before the marker existed.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.pragma_update(None, "user_version", 0).unwrap();
+    drop(c);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "b", 2);
+    w.close().unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_ne!(v, 0);
+    drop(c);
+    assert!(AuditStore::open(&path).unwrap().verify().unwrap().ok);
+}
+
+#[test]
+fn a_marked_file_without_the_tables_fails_at_the_first_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "a", 1);
+    w.close().unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch("DROP VIEW runs; DROP TABLE records;")
+        .unwrap();
+    drop(c);
+    let w = AuditWriter::open(&path).unwrap();
+    write_runs(&w, "b", 1);
+    let err = w.close().unwrap_err().to_string();
+    assert!(err.contains("records"), "{err}");
+}
