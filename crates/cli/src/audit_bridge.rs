@@ -77,6 +77,9 @@ pub fn code_of(argv: &[String], cwd: &Path) -> Option<Vec<u8>> {
 }
 
 /// An open store for one run.
+/// How long the start of a run may wait before it is committed on its own.
+const START_COMMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+
 pub struct AuditSession {
     pub run_id: String,
     writer: AuditWriter,
@@ -96,6 +99,9 @@ impl AuditSession {
     ) -> Result<AuditSession, String> {
         let options = cordon_audit::WriterOptions {
             redactor,
+            // A run that ends within this time is committed once, start
+            // and end together (one fsync on the way out instead of two).
+            commit_delay: START_COMMIT_DELAY,
             ..Default::default()
         };
         let writer = AuditWriter::open_with(path, options).map_err(|e| {
