@@ -261,8 +261,22 @@ fn run_ended(o: &Outcome, output: [String; 2]) -> RunEnded {
             dropped_bytes: o.stderr.dropped,
             excerpt: stderr_excerpt,
         },
-        enforcement: serde_json::to_value(&o.enforcement).unwrap_or_default(),
+        enforcement: enforcement_record(o),
     }
+}
+
+/// The per-layer enforcement, plus whether Landlock denials were observed
+/// (so a run without Landlock incidents can be told from one where they
+/// could not be seen).
+fn enforcement_record(o: &Outcome) -> serde_json::Value {
+    let mut v = serde_json::to_value(&o.enforcement).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        map.insert(
+            "landlock_log".into(),
+            serde_json::to_value(&o.landlock_log).unwrap_or_default(),
+        );
+    }
+    v
 }
 
 /// How bad a refused system call is: the ones that only make sense as an
@@ -300,6 +314,54 @@ fn syscall_severity(name: &str) -> Severity {
     }
 }
 
+/// Landlock's refusals, as the kernel's audit log reported them. Reads are
+/// medium (probing what is there); writes, creations, connections and
+/// signals to processes outside the sandbox are high.
+fn landlock_incidents(o: &Outcome, out: &mut Vec<Incident>) {
+    for d in &o.landlock_denials {
+        let severity = if d.blockers.iter().all(|b| {
+            matches!(
+                b.as_str(),
+                "fs.read_file" | "fs.read_dir" | "fs.execute" | "fs.ioctl_dev"
+            )
+        }) {
+            Severity::Medium
+        } else {
+            Severity::High
+        };
+        let object = ["path", "daddr", "dest", "ocomm", "opid"]
+            .iter()
+            .filter_map(|k| d.object.get(*k).map(|v| format!("{k}={v}")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let who = d.pid.map(|p| format!(" from pid {p}")).unwrap_or_default();
+        out.push(Incident {
+            kind: IncidentKind::Landlock,
+            severity,
+            summary: format!("Landlock refused {} {object}{who}", d.blockers.join(",")),
+            evidence: json!({
+                "blockers": d.blockers,
+                "object": d.object,
+                "pid": d.pid,
+                "syscall": d.syscall,
+                "at_ms": d.at_ms,
+            }),
+        });
+    }
+    let itemized = o.landlock_denials.len() as u64;
+    if o.landlock_denials_total > itemized {
+        out.push(Incident {
+            kind: IncidentKind::Landlock,
+            severity: Severity::High,
+            summary: format!(
+                "{} more Landlock refusals not itemized",
+                o.landlock_denials_total - itemized
+            ),
+            evidence: json!({"total": o.landlock_denials_total}),
+        });
+    }
+}
+
 /// Every boundary attempt and limit breach of a run, classified.
 pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
     let mut out = Vec::new();
@@ -322,6 +384,7 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
             evidence: json!({"total": o.denied_calls_total}),
         });
     }
+    landlock_incidents(o, &mut out);
     if let Some(cordon_jail::WaitStatus::Signaled { signal, .. }) = o.status {
         if signal == libc::SIGSYS {
             out.push(Incident {

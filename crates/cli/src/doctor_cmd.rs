@@ -35,6 +35,20 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         line("user namespaces", &report.user_namespaces);
         line("seccomp", &report.seccomp);
         line("landlock", &report.landlock);
+        println!(
+            "  [{}] {:<16} {}",
+            if report.landlock_log.observed {
+                " ok "
+            } else {
+                " off"
+            },
+            "landlock log",
+            if report.landlock_log.observed {
+                "denials are read from the kernel's audit log and recorded as incidents"
+            } else {
+                report.landlock_log.detail.as_str()
+            }
+        );
         line("cgroups", &report.cgroup);
         line("mount_setattr", &report.mount_setattr);
         line("overlayfs", &report.overlayfs);

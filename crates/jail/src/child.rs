@@ -343,7 +343,7 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
         NetworkMode::Loopback => (false, None),
         NetworkMode::Proxy => (true, Some(spec.proxy_port)),
     };
-    match landlock_rules::apply(&rules, restrict_tcp, connect_port) {
+    match landlock_rules::apply(&rules, restrict_tcp, connect_port, true) {
         Ok(applied) => {
             if applied.abi == 0 && !ctx.landlock_optional {
                 fail(

@@ -30,7 +30,14 @@ pub(crate) fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<
 
 /// Receive one descriptor; `None` when the peer closed without sending.
 pub(crate) fn recv_fd(socket: impl AsFd) -> io::Result<Option<OwnedFd>> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    Ok(recv_fd_from(socket)?.0)
+}
+
+/// Receive one descriptor and, when the receiving socket has `SO_PASSCRED`
+/// set, the sender's pid as the kernel gives it (in this process's PID
+/// namespace, whatever the sender claims).
+pub(crate) fn recv_fd_from(socket: impl AsFd) -> io::Result<(Option<OwnedFd>, Option<u32>)> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1), ScmCredentials(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut byte = [0u8; 1];
     let msg = loop {
@@ -45,14 +52,17 @@ pub(crate) fn recv_fd(socket: impl AsFd) -> io::Result<Option<OwnedFd>> {
         }
     };
     if msg.bytes == 0 {
-        return Ok(None);
+        return Ok((None, None));
     }
+    let (mut fd, mut sender) = (None, None);
     for message in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(mut fds) = message {
-            if let Some(fd) = fds.next() {
-                return Ok(Some(fd));
+        match message {
+            RecvAncillaryMessage::ScmRights(mut fds) if fd.is_none() => fd = fds.next(),
+            RecvAncillaryMessage::ScmCredentials(cred) => {
+                sender = u32::try_from(cred.pid.as_raw_nonzero().get()).ok();
             }
+            _ => {}
         }
     }
-    Ok(None)
+    Ok((fd, sender))
 }

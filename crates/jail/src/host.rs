@@ -38,6 +38,9 @@ pub struct HostReport {
     pub seccomp: Check,
     pub landlock: Check,
     pub landlock_abi: u32,
+    /// Whether this process can read Landlock's denials from the kernel's
+    /// audit log (for incidents); optional, nothing is enforced by it.
+    pub landlock_log: crate::LandlockLogState,
     pub cgroup: Check,
     pub cgroup_version: String,
     pub cgroup_support: cgroup::Support,
@@ -198,6 +201,7 @@ pub fn probe() -> HostReport {
         seccomp: seccomp_check(),
         landlock,
         landlock_abi: abi,
+        landlock_log: crate::kaudit::probe(),
         cgroup: cgroup_check,
         cgroup_version: support.label().to_owned(),
         cgroup_support: support,

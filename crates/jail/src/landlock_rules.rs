@@ -61,6 +61,7 @@ pub(crate) fn apply(
     rules: &[PathRule],
     restrict_tcp: bool,
     connect_port: Option<u16>,
+    log_denials: bool,
 ) -> Result<Applied, String> {
     let kabi = kernel_abi();
     if kabi == 0 {
@@ -93,7 +94,13 @@ pub(crate) fn apply(
             .scope(Scope::AbstractUnixSocket | Scope::Signal)
             .map_err(|e| e.to_string())?;
     }
-    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    // Denials by the workload (after its exec) reach the kernel's audit
+    // log too, where the supervisor can read them (ABI 7+; best effort
+    // below). They are only produced when the host has audit enabled.
+    let mut created = ruleset
+        .create()
+        .and_then(|c| c.log_new_exec(log_denials))
+        .map_err(|e| e.to_string())?;
     for rule in rules {
         let access = match rule.access {
             PathAccess::ReadExec => read_exec,

@@ -21,6 +21,7 @@ mod error;
 mod etc;
 mod fdpass;
 pub mod host;
+mod kaudit;
 mod landlock_rules;
 mod outcome;
 mod rootfs;
@@ -30,6 +31,7 @@ mod spec;
 mod sys;
 
 pub use error::{JailError, Result};
+pub use kaudit::{probe as landlock_log_probe, LandlockDenial, LandlockLogState};
 pub use landlock_rules::kernel_abi as landlock_abi;
 pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,

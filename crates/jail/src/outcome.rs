@@ -42,6 +42,13 @@ pub struct Outcome {
     /// counts all).
     pub denied_calls: Vec<DeniedCall>,
     pub denied_calls_total: u64,
+    /// Accesses Landlock refused, from the kernel's audit log (first 256
+    /// kept; `landlock_denials_total` counts all), when it could be read:
+    /// see `landlock_log`.
+    pub landlock_denials: Vec<crate::LandlockDenial>,
+    pub landlock_denials_total: u64,
+    /// Whether Landlock denials were observed for this run, or why not.
+    pub landlock_log: crate::LandlockLogState,
 }
 
 /// One refused system call. The arguments are the raw register values:

@@ -67,15 +67,24 @@ pub struct RunOptions {
     /// Forward SIGINT/SIGTERM/SIGHUP/SIGQUIT received by this process to
     /// the workload (for `cordon run`; a server leaves this off).
     pub forward_signals: bool,
+    /// Read the workload's Landlock denials from the kernel's audit log
+    /// when the host allows it (root, audit enabled); the outcome says
+    /// whether it did.
+    pub observe_landlock: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             forward_signals: true,
+            observe_landlock: true,
         }
     }
 }
+
+/// How long the end of a run waits for the kernel to deliver the last
+/// audit records (it stops as soon as the kernel's queue is empty).
+const LANDLOCK_LOG_GRACE: Duration = Duration::from_millis(100);
 
 const NS_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
@@ -143,6 +152,15 @@ pub fn run(spec: &Spec, sink: &mut dyn OutputSink, options: RunOptions) -> Resul
 }
 
 /// Run `spec` to completion, calling `hooks` along the way.
+///
+/// The sandbox is made with a raw `clone`, which runs no fork handlers:
+/// until it execs, the child runs Rust code (allocating) on a copy of this
+/// process's memory. No other thread of the calling process may be inside
+/// the allocator or hold a lock at that moment, or the child can wait on it
+/// forever. Call it from a process whose other threads (if any) are idle,
+/// and start threads from [`Hooks`], which run after the clone; a server
+/// that runs many sandboxes should clone from a single-threaded helper
+/// process.
 pub fn run_with(
     spec: &Spec,
     sink: &mut dyn OutputSink,
@@ -296,7 +314,8 @@ fn run_level(
     let (status_rd, status_wr) = pipe()?;
     let (out_rd, out_wr) = pipe()?;
     let (err_rd, err_wr) = pipe()?;
-    // Carries the proxy listener and the seccomp listener from the sandbox.
+    // Carries the proxy listener and the seccomp listener from the sandbox;
+    // the kernel tells the supervisor's end who sent each (SO_PASSCRED).
     let control = Some(
         rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
@@ -306,6 +325,19 @@ fn run_level(
         )
         .map_err(|e| JailError::io("socketpair", e.into()))?,
     );
+    if let Some((parent, _)) = &control {
+        rustix::net::sockopt::set_socket_passcred(parent, true)
+            .map_err(|e| JailError::io("SO_PASSCRED", e.into()))?;
+    }
+    // Subscribed before the sandbox exists, so no denial goes unseen.
+    let (mut landlock_log, landlock_unobserved) = if options.observe_landlock {
+        match crate::kaudit::LandlockLog::open() {
+            Ok(log) => (Some(log), None),
+            Err(why) => (None, Some(why)),
+        }
+    } else {
+        (None, Some("not requested".to_string()))
+    };
 
     let flags = match level {
         IsolationLevel::Namespaces => NS_FLAGS,
@@ -419,7 +451,20 @@ fn run_level(
         sink,
         level,
         group.as_ref(),
+        landlock_log.as_mut(),
     );
+    let (landlock_state, landlock_denials, landlock_denials_total) = match landlock_log {
+        Some(log) => log.finish(started, LANDLOCK_LOG_GRACE),
+        None => (
+            crate::LandlockLogState {
+                observed: false,
+                detail: landlock_unobserved.unwrap_or_default(),
+                kernel_count: None,
+            },
+            Vec::new(),
+            0,
+        ),
+    };
 
     if let Some((_, set)) = signals {
         // SAFETY: restoring the mask we changed, with a valid sigset_t.
@@ -536,6 +581,9 @@ fn run_level(
         enforcement,
         denied_calls: std::mem::take(&mut sup.denied),
         denied_calls_total: sup.denied_total,
+        landlock_denials,
+        landlock_denials_total,
+        landlock_log: landlock_state,
     })
 }
 
@@ -631,6 +679,7 @@ impl Supervision {
         sink: &mut dyn OutputSink,
         level: IsolationLevel,
         group: Option<&Cgroup>,
+        mut landlock_log: Option<&mut crate::kaudit::LandlockLog>,
     ) {
         let kill = |sup: &Supervision| {
             let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
@@ -690,6 +739,9 @@ impl Supervision {
             }
             if let Some(n) = &notify {
                 add(n.as_raw_fd(), b'n');
+            }
+            if let Some(log) = &landlock_log {
+                add(log.fd().as_raw_fd(), b'a');
             }
             let timeout_ms: libc::c_int = match (deadline, exited) {
                 (_, true) => 100,
@@ -763,10 +815,23 @@ impl Supervision {
                             kill(self);
                         }
                     }
-                    b'c' => match control.map(crate::fdpass::recv_fd) {
-                        Some(Ok(Some(fd))) => notify = Some(fd),
+                    b'c' => match control.map(crate::fdpass::recv_fd_from) {
+                        // Sent by the workload right after it restricted
+                        // itself with Landlock: the kernel's word for its
+                        // host pid names its Landlock domain's creator.
+                        Some(Ok((Some(fd), sender))) => {
+                            notify = Some(fd);
+                            if let (Some(log), Some(pid)) = (landlock_log.as_deref_mut(), sender) {
+                                log.set_workload(pid);
+                            }
+                        }
                         _ => control_open = false,
                     },
+                    b'a' => {
+                        if let Some(log) = landlock_log.as_deref_mut() {
+                            log.drain(started);
+                        }
+                    }
                     b'n' => {
                         if pfd.revents & libc::POLLIN != 0 {
                             if let Some(fd) = &notify {
