@@ -6,6 +6,18 @@ use std::path::PathBuf;
 
 use cordon_jail::{run, Bind, CaptureSink, FileOverlay, RunOptions, Spec};
 
+/// `run` clones without fork handlers, so no other thread of the process
+/// may be inside the allocator (or hold any lock the child takes) at that
+/// moment. The test harness runs tests on parallel threads: one sandbox
+/// at a time here, while the harness's own threads only wait.
+static ONE_SANDBOX_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    ONE_SANDBOX_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 fn userns() -> bool {
     let ok = cordon_jail::host::probe().user_namespaces.ok;
     if !ok {
@@ -29,6 +41,7 @@ fn spec(argv: &[&str]) -> Spec {
 
 #[test]
 fn overlay_files_replace_bound_files_read_only() {
+    let _one = exclusive();
     if !userns() {
         return;
     }
@@ -51,6 +64,7 @@ fn overlay_files_replace_bound_files_read_only() {
         &mut out,
         RunOptions {
             forward_signals: false,
+            ..Default::default()
         },
     )
     .expect("run");
@@ -69,6 +83,7 @@ fn overlay_files_replace_bound_files_read_only() {
 
 #[test]
 fn capture_sink_and_binds_through_the_library() {
+    let _one = exclusive();
     if !userns() {
         return;
     }
@@ -87,6 +102,7 @@ fn capture_sink_and_binds_through_the_library() {
         &mut out,
         RunOptions {
             forward_signals: false,
+            ..Default::default()
         },
     )
     .expect("run");
