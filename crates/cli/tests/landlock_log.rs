@@ -51,6 +51,15 @@ fn set_kernel_audit(enabled: u32) -> u32 {
         if kind == 1000 && n >= 24 {
             previous = Some(u32::from_ne_bytes(buf[20..24].try_into().unwrap()));
         }
+        if kind == 2 && n >= 20 {
+            let errno = i32::from_ne_bytes(buf[16..20].try_into().unwrap());
+            assert_eq!(
+                errno,
+                0,
+                "cannot read the kernel's audit status: {}",
+                std::io::Error::from_raw_os_error(-errno)
+            );
+        }
     }
     // AUDIT_SET with mask AUDIT_STATUS_ENABLED.
     let mut status = [0u8; 36];
