@@ -469,6 +469,13 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
         )),
         _ => {}
     }
+    if b.file_at_size_limit && o.reason != cordon_jail::EndReason::FileSizeLimit {
+        out.push(limit(
+            Severity::Low,
+            "file size limit reached by a process in the sandbox (a file in /tmp or /dev/shm stopped exactly at the limit)".into(),
+            json!({"limit": o.limits.file_size}),
+        ));
+    }
     for (full, path, size) in [
         (b.tmp_full, "/tmp", serde_json::Value::Null),
         (b.shm_full, "/dev/shm", serde_json::Value::Null),

@@ -252,7 +252,8 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
                 if pid == workload {
                     let mut msg = [0u8; 8];
                     msg[..4].copy_from_slice(&status.to_ne_bytes());
-                    msg[4..].copy_from_slice(&scratch_full().to_ne_bytes());
+                    let scratch = scratch_state(ctx.spec.limits.file_size);
+                    msg[4..].copy_from_slice(&scratch.to_ne_bytes());
                     let _ = sys::write_all_fd(ctx.fds.status, &msg);
                     // Leaving now kills everything else in the namespace.
                     sys::exit_now(0);
@@ -266,18 +267,68 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
     }
 }
 
-/// Which of the sandbox's own tmpfs mounts are full (no blocks or no
-/// inodes left) when the workload ends: bit 0 /tmp, bit 1 /dev/shm.
-fn scratch_full() -> u32 {
+/// Bit of [`scratch_state`]: /tmp is full.
+pub(crate) const SCRATCH_TMP_FULL: u32 = 1;
+/// Bit of [`scratch_state`]: /dev/shm is full.
+pub(crate) const SCRATCH_SHM_FULL: u32 = 2;
+/// Bit of [`scratch_state`]: a file in scratch is exactly at the file-size
+/// limit.
+pub(crate) const SCRATCH_FILE_AT_LIMIT: u32 = 4;
+
+/// Most directory entries looked at for files at the size limit (the
+/// default /tmp holds at most 16384 inodes).
+const SCRATCH_WALK_BUDGET: usize = 40_000;
+
+/// The sandbox's own tmpfs mounts when the workload ends: full (no blocks
+/// or no inodes left), and whether one holds a regular file of exactly
+/// `file_size` bytes. The kernel cuts a `write` that would cross
+/// RLIMIT_FSIZE at the limit and sends SIGXFSZ on the next one, so such a
+/// file is what a breach leaves behind, whichever process hit it (only the
+/// workload's own death by SIGXFSZ is visible to the supervisor).
+fn scratch_state(file_size: Option<u64>) -> u32 {
     let mut bits = 0;
-    for (bit, path) in [(1u32, "/tmp"), (2, "/dev/shm")] {
+    for (bit, path) in [(SCRATCH_TMP_FULL, "/tmp"), (SCRATCH_SHM_FULL, "/dev/shm")] {
         if let Ok(st) = rustix::fs::statvfs(path) {
             if st.f_bavail == 0 || st.f_favail == 0 {
                 bits |= bit;
             }
         }
     }
+    if let Some(limit) = file_size.filter(|l| *l > 0) {
+        let mut budget = SCRATCH_WALK_BUDGET;
+        if ["/tmp", "/dev/shm"]
+            .iter()
+            .any(|root| file_of_size(Path::new(root), limit, &mut budget))
+        {
+            bits |= SCRATCH_FILE_AT_LIMIT;
+        }
+    }
     bits
+}
+
+/// Whether `dir` holds (at any depth, symlinks not followed) a regular
+/// file of exactly `size` bytes, looking at no more than `budget` entries.
+fn file_of_size(dir: &Path, size: u64, budget: &mut usize) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_file() {
+            if entry.metadata().is_ok_and(|m| m.len() == size) {
+                return true;
+            }
+        } else if kind.is_dir() && file_of_size(&entry.path(), size, budget) {
+            return true;
+        }
+    }
+    false
 }
 
 fn workload_main(ctx: &ChildContext<'_>) -> ! {

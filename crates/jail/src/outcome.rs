@@ -115,6 +115,11 @@ pub struct Breaches {
     pub tmp_full: bool,
     /// /dev/shm had no space or inodes left when the workload ended.
     pub shm_full: bool,
+    /// A file in /tmp or /dev/shm was exactly at the file-size limit when
+    /// the workload ended: some process's write was cut there (and it got
+    /// SIGXFSZ), even when that process was not the workload itself.
+    #[serde(default)]
+    pub file_at_size_limit: bool,
 }
 
 /// Which layers were applied, and how.

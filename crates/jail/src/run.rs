@@ -536,8 +536,9 @@ fn run_level(
         oom_kills: stats.oom_kills,
         pids_limit_hits: stats.pids_limit_hits,
         output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
-        tmp_full: scratch_full & 1 != 0,
-        shm_full: scratch_full & 2 != 0,
+        tmp_full: scratch_full & crate::child::SCRATCH_TMP_FULL != 0,
+        shm_full: scratch_full & crate::child::SCRATCH_SHM_FULL != 0,
+        file_at_size_limit: scratch_full & crate::child::SCRATCH_FILE_AT_LIMIT != 0,
     };
     if let Some(e) = hook_error {
         return Err(JailError::Hook(e));
