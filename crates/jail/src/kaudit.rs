@@ -116,6 +116,7 @@ pub(crate) struct LandlockLog {
     denials: Vec<LandlockDenial>,
     total: u64,
     kernel_count: Option<u64>,
+    overflowed: bool,
     buf: Vec<u8>,
 }
 
@@ -167,6 +168,7 @@ impl LandlockLog {
             denials: Vec::new(),
             total: 0,
             kernel_count: None,
+            overflowed: false,
             buf: vec![0u8; 64 * 1024],
         }
     }
@@ -192,7 +194,13 @@ impl LandlockLog {
             let n = match rustix::net::recv(&self.records, &mut self.buf[..], RecvFlags::DONTWAIT) {
                 Ok((n, _)) => n,
                 Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => break, // EAGAIN, or ENOBUFS after an overflow
+                Err(rustix::io::Errno::NOBUFS) => {
+                    // Records arrived faster than they were read and the
+                    // kernel dropped some; reading goes on.
+                    self.overflowed = true;
+                    continue;
+                }
+                Err(_) => break, // EAGAIN: nothing more for now
             };
             let at_ms = started.elapsed().as_millis() as u64;
             let data = self.buf[..n].to_vec();
@@ -233,6 +241,17 @@ impl LandlockLog {
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut detail = self.describe();
+        if let Some(counted) = self.kernel_count.filter(|k| *k > self.total) {
+            detail.push_str(&format!(
+                "; the kernel counted {counted} denials in the sandbox's domain, {} were read",
+                self.total
+            ));
+        }
+        if self.overflowed {
+            detail.push_str(
+                "; audit records arrived faster than they were read and some were dropped, so some denials may be missing",
+            );
+        }
         if lost > 0 {
             detail.push_str(&format!(
                 "; the kernel dropped {lost} audit record(s) host-wide during the run (backlog limit or rate limit), so some denials may be missing"
