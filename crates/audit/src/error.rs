@@ -68,6 +68,21 @@ pub enum AuditError {
         /// Some of the runs it matches.
         candidates: String,
     },
+    /// A spooled record collides with a different record already in the
+    /// database: the spool was written against a head that is not the
+    /// store's (tampering, or a store restored from a copy). The spool is
+    /// left as it is.
+    #[error("audit spool {path}: its record seq {seq} (hash {spooled}) collides with a different record in the store (hash {stored}); the spool was left in place")]
+    SpoolConflict {
+        /// The spool file.
+        path: std::path::PathBuf,
+        /// The colliding seq.
+        seq: u64,
+        /// Hash of the record in the database.
+        stored: String,
+        /// Hash of the spooled record.
+        spooled: String,
+    },
     /// An anchor string could not be parsed.
     #[error("invalid head anchor {0:?}: expected SEQ:HASH, e.g. 1042:3f5a…(64 hex digits)")]
     BadAnchor(String),

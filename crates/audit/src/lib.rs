@@ -14,7 +14,10 @@
 //!
 //! One SQLite file (default [`default_path`]) in WAL mode with
 //! `synchronous=FULL`, created 0600 in a 0700 directory, beside it
-//! `<db>.head` (the last committed record's seq and hash) and `<db>.lock`.
+//! `<db>.head` (the last committed record's seq and hash), `<db>.lock` and
+//! `<db>.spool` (batches appended by short-lived writers in spool mode,
+//! [`WriterOptions::spool`], without opening SQLite; every reader and
+//! SQLite writer folds them into the database first, see `spool.rs`).
 //! Tables: `records` (append-only: `seq, time_ns, run_id, kind, body,
 //! prev_hash, hash`; triggers refuse UPDATE and DELETE), `blobs` (content by
 //! SHA-256: the code a run executed, the resolved profile text), `meta`
@@ -31,7 +34,8 @@
 //! # Durability
 //!
 //! Each group commit is one transaction, fsynced (WAL, `synchronous=FULL`)
-//! before the head file moves. A crash loses only what was appended and not
+//! before the head file moves; in spool mode, one append to the spool,
+//! fdatasynced before the head file moves. A crash loses only what was appended and not
 //! yet flushed — at most the records of the runs in flight — and never
 //! breaks the chain: a transaction is either in the store or not.
 //!
@@ -45,6 +49,7 @@ pub mod chain;
 mod error;
 pub mod event;
 pub mod otlp;
+mod spool;
 mod store;
 pub mod time;
 mod writer;

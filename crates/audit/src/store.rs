@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, StoreLock};
 use crate::error::{io, sql, AuditError};
 use crate::event::{Record, KIND_HEAD_MISMATCH, KIND_INCIDENT, KIND_RUN_STARTED};
+use crate::spool;
 use crate::time::{format_rfc3339, now_nanos};
 
 /// Schema version this code writes and reads.
@@ -406,6 +407,8 @@ pub struct VerifyReport {
 pub struct AuditStore {
     path: PathBuf,
     conn: Connection,
+    /// Opened read-write: it can fold the spool in.
+    writable: bool,
 }
 
 impl AuditStore {
@@ -417,20 +420,50 @@ impl AuditStore {
         }
         // Read-write (without create) so the WAL index can be set up; fall
         // back to read-only for a store we may not write.
-        let conn = Connection::open_with_flags(
+        let (conn, writable) = match Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .or_else(|_| {
-            Connection::open_with_flags(
-                &path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-        })
-        .map_err(sql(&path))?;
+        ) {
+            Ok(c) => (c, true),
+            Err(_) => (
+                Connection::open_with_flags(
+                    &path,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(sql(&path))?,
+                false,
+            ),
+        };
         configure(&conn, &path)?;
         check_schema(&conn, &path)?;
-        Ok(AuditStore { path, conn })
+        let store = AuditStore {
+            path,
+            conn,
+            writable,
+        };
+        store.fold_spool()?;
+        Ok(store)
+    }
+
+    /// Takes the store's lock (exclusive when the spool can be folded,
+    /// shared otherwise) and folds the spool into the database, so that
+    /// what is read next is the whole store.
+    fn lock_and_fold(&self) -> Result<Option<StoreLock>, AuditError> {
+        let exclusive = self.writable && spool::len(&self.path) > 0;
+        let lock = StoreLock::acquire(&self.path, exclusive, BUSY_TIMEOUT)?;
+        if exclusive {
+            spool::fold(&self.conn, &self.path)?;
+        }
+        Ok(lock)
+    }
+
+    /// Folds records appended to the spool since the last look (no-op,
+    /// and no lock, when it is empty).
+    fn fold_spool(&self) -> Result<(), AuditError> {
+        if self.writable && spool::len(&self.path) > 0 {
+            drop(self.lock_and_fold()?);
+        }
+        Ok(())
     }
 
     /// The store's path.
@@ -472,6 +505,7 @@ impl AuditStore {
 
     /// Up to `limit` records with seq greater than `after`, oldest first.
     pub fn records_after(&self, after: u64, limit: usize) -> Result<Vec<Record>, AuditError> {
+        self.fold_spool()?;
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.query_records(
@@ -684,14 +718,27 @@ impl AuditStore {
     /// catches what the head file cannot: someone rewriting both files).
     pub fn verify_with_anchor(&self, anchor: Option<&Head>) -> Result<VerifyReport, AuditError> {
         // Take a snapshot while no writer is between COMMIT and the head
-        // file update, so the head file and the snapshot agree.
-        let lock = StoreLock::acquire(&self.path, false, BUSY_TIMEOUT)?;
+        // file update, so the head file and the snapshot agree; with the
+        // spool folded in first.
+        let lock = self.lock_and_fold()?;
+        let unfolded = spool::len(&self.path);
         let head_file = chain::read_head_file(&self.path);
         let tx = self.conn.unchecked_transaction().map_err(self.sql())?;
         let _ = query_head(&tx).map_err(self.sql())?;
         drop(lock);
 
         let mut problems = Vec::new();
+        if unfolded > 0 {
+            problems.push(Problem {
+                seq: None,
+                run_id: None,
+                kind: None,
+                what: format!(
+                    "{unfolded} bytes of records wait in the spool {} and were not checked: verify with write access to the store, which folds them in",
+                    spool::path(&self.path).display()
+                ),
+            });
+        }
         let mut records = 0u64;
         let mut prev_hash = chain::GENESIS_HASH.to_string();
         let mut prev_raw = [0u8; 32];

@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, StoreLock};
 use crate::error::{sql, AuditError};
 use crate::event::{Event, RunStarted, KIND_HEAD_MISMATCH};
+use crate::spool::{self, Chained};
 use crate::store::{open_for_write, query_head, QUERY_HEAD};
 use crate::time::{now_nanos, unix_nanos};
 
@@ -30,6 +31,12 @@ pub struct WriterOptions {
     /// commit instead of two; a crash within the delay loses only those
     /// records, as with any record not yet flushed.
     pub commit_delay: Duration,
+    /// Append batches to the spool (`<db>.spool`) instead of committing
+    /// them through SQLite, which is then opened only when the spool's
+    /// head cannot be trusted or the spool has grown (see the `spool`
+    /// module). For short-lived writers, such as one `cordon run`; readers
+    /// and SQLite writers fold the spool into the database.
+    pub spool: bool,
 }
 
 impl Default for WriterOptions {
@@ -39,6 +46,7 @@ impl Default for WriterOptions {
             max_batch: 8192,
             lock_timeout: Duration::from_secs(30),
             commit_delay: Duration::ZERO,
+            spool: false,
         }
     }
 }
@@ -103,7 +111,14 @@ impl AuditWriter {
     /// Opens (creating if needed) the store at `path`.
     pub fn open_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Self, AuditError> {
         let path = path.as_ref().to_path_buf();
-        let conn = open_for_write(&path)?;
+        // A spool-mode writer opens SQLite only when it must; a store that
+        // does not exist yet is created now, so errors show at once.
+        let established = path.is_file() && chain::head_file_path(&path).is_file();
+        let conn = if opts.spool && established {
+            None
+        } else {
+            Some(open_for_write(&path)?)
+        };
         let (tx, rx) = mpsc::channel();
         let redactor = opts.redactor.clone();
         let thread_path = path.clone();
@@ -258,7 +273,7 @@ impl Drop for AuditWriter {
 }
 
 struct Worker {
-    conn: Connection,
+    conn: Option<Connection>,
     path: PathBuf,
     opts: WriterOptions,
     pending: Vec<Pending>,
@@ -280,13 +295,39 @@ pub(crate) fn redact_value(r: &Redactor, v: &mut Value) {
     }
 }
 
+/// Head file before a commit: the old head, and the one being committed.
+fn announce(path: &Path, old: &Head, new: &Head) -> Result<(), AuditError> {
+    chain::write_head_file(
+        path,
+        &HeadFile {
+            version: 1,
+            head: old.clone(),
+            pending: Some(new.clone()),
+        },
+    )
+}
+
+/// Head file after a commit.
+fn settle(path: &Path, new: &Head) -> Result<(), AuditError> {
+    chain::write_head_file(
+        path,
+        &HeadFile {
+            version: 1,
+            head: new.clone(),
+            pending: None,
+        },
+    )
+}
+
 impl Worker {
     fn run(mut self, rx: Receiver<Msg>) {
         // Compile the commit's statements now, while the caller has other
         // work, so the first commit (often the one someone waits for) does
         // not. A failure here shows up again, and is reported, at commit.
-        for stmt in [QUERY_HEAD, INSERT_RECORD, INSERT_BLOB] {
-            let _ = self.conn.prepare_cached(stmt);
+        if let Some(conn) = &self.conn {
+            for stmt in [QUERY_HEAD, INSERT_RECORD, INSERT_BLOB] {
+                let _ = conn.prepare_cached(stmt);
+            }
         }
         loop {
             let first = if self.pending.is_empty() {
@@ -395,79 +436,139 @@ impl Worker {
         }
     }
 
-    fn try_commit(&mut self) -> Result<Head, AuditError> {
-        let path = self.path.clone();
-        let lock = StoreLock::acquire(&path, true, self.opts.lock_timeout)?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(&path))?;
-        let old = query_head(&tx).map_err(sql(&path))?;
-        let hf = chain::read_head_file(&path);
-        let agrees = match &hf {
-            Ok(Some(f)) => f.accepts(&old),
-            Ok(None) => old.seq == 0,
-            Err(_) => false,
-        };
+    fn connection(&mut self) -> Result<&Connection, AuditError> {
+        if self.conn.is_none() {
+            self.conn = Some(open_for_write(&self.path)?);
+        }
+        self.conn
+            .as_ref()
+            .ok_or_else(|| AuditError::WriterStopped("no connection".into()))
+    }
+
+    /// Places the pending records in the chain after `old`, with a
+    /// head-mismatch record first when the head file disagreed.
+    fn chain(&self, old: &Head, mismatch: Option<Value>) -> (Vec<Chained>, Head) {
         let mut seq = old.seq;
         let mut prev = parse_hash(&old.hash).unwrap_or([0; 32]);
         let mut prev_hex = old.hash.clone();
-        {
-            let mut ins = tx.prepare_cached(INSERT_RECORD).map_err(sql(&path))?;
-            let mut insert = |time_ns: i64, run_id: &str, kind: &str, body: &str| {
-                seq += 1;
-                let h = record_hash(seq, time_ns, run_id, kind, body, &prev);
-                let hex_h = hex::encode(h);
-                let r = ins.execute(params![
-                    i64::try_from(seq).unwrap_or(i64::MAX),
-                    time_ns,
-                    run_id,
-                    kind,
-                    body,
-                    prev_hex,
-                    hex_h
-                ]);
-                prev = h;
-                prev_hex = hex_h;
-                r
-            };
-            if !agrees {
-                // Keep the evidence in the chain itself; verify reports it.
-                let found = match &hf {
-                    Ok(Some(f)) => serde_json::to_value(f).unwrap_or(Value::Null),
-                    Ok(None) => Value::String("missing".into()),
-                    Err(e) => Value::String(e.clone()),
-                };
-                let body = serde_json::json!({ "store_head": old, "head_file": found });
-                insert(now_nanos(), "", KIND_HEAD_MISMATCH, &body.to_string())
-                    .map_err(sql(&path))?;
-            }
-            let mut blob = tx.prepare_cached(INSERT_BLOB).map_err(sql(&path))?;
-            for p in &self.pending {
-                match p {
-                    Pending::Record {
-                        time_ns,
-                        run_id,
-                        kind,
-                        body,
-                    } => {
-                        insert(*time_ns, run_id, kind, body).map_err(sql(&path))?;
-                    }
-                    Pending::Blob { hash, data } => {
-                        blob.execute(params![
-                            hash,
-                            i64::try_from(data.len()).unwrap_or(i64::MAX),
-                            data
-                        ])
-                        .map_err(sql(&path))?;
-                    }
-                }
+        let mut out = Vec::with_capacity(self.pending.len() + 1);
+        let mut place = |time_ns: i64, run_id: &str, kind: &str, body: String| {
+            seq += 1;
+            let h = record_hash(seq, time_ns, run_id, kind, &body, &prev);
+            let hex_h = hex::encode(h);
+            out.push(Chained {
+                seq,
+                time_ns,
+                run_id: run_id.to_owned(),
+                kind: kind.to_owned(),
+                body,
+                prev_hash: std::mem::replace(&mut prev_hex, hex_h.clone()),
+                hash: hex_h,
+            });
+            prev = h;
+        };
+        if let Some(found) = mismatch {
+            // Keep the evidence in the chain itself; verify reports it.
+            let body = serde_json::json!({ "store_head": old, "head_file": found });
+            place(now_nanos(), "", KIND_HEAD_MISMATCH, body.to_string());
+        }
+        for p in &self.pending {
+            if let Pending::Record {
+                time_ns,
+                run_id,
+                kind,
+                body,
+            } = p
+            {
+                place(*time_ns, run_id, kind, body.clone());
             }
         }
         let new = Head {
             seq,
             hash: prev_hex,
         };
+        (out, new)
+    }
+
+    fn blobs(&self) -> Vec<(&str, &[u8])> {
+        self.pending
+            .iter()
+            .filter_map(|p| match p {
+                Pending::Blob { hash, data } => Some((hash.as_str(), data.as_slice())),
+                Pending::Record { .. } => None,
+            })
+            .collect()
+    }
+
+    fn try_commit(&mut self) -> Result<Head, AuditError> {
+        let path = self.path.clone();
+        let lock = StoreLock::acquire(&path, true, self.opts.lock_timeout)?;
+        let hf = chain::read_head_file(&path);
+        // Spool mode, fast path: the spool's last batch is the store's head
+        // and the head file says the same, with nothing pending.
+        if self.opts.spool && spool::len(&path) < spool::FOLD_BYTES {
+            if let Ok(Some(f)) = &hf {
+                if f.pending.is_none() && spool::tail(&path)?.as_ref() == Some(&f.head) {
+                    let old = f.head.clone();
+                    let (records, new) = self.chain(&old, None);
+                    self.spool_commit(&old, &records, &new)?;
+                    drop(lock);
+                    return Ok(new);
+                }
+            }
+        }
+        let conn = self.connection()?;
+        spool::fold(conn, &path)?;
+        let old = query_head(conn).map_err(sql(&path))?;
+        let agrees = match &hf {
+            Ok(Some(f)) => f.accepts(&old),
+            Ok(None) => old.seq == 0,
+            Err(_) => false,
+        };
+        let mismatch = (!agrees).then(|| match &hf {
+            Ok(Some(f)) => serde_json::to_value(f).unwrap_or(Value::Null),
+            Ok(None) => Value::String("missing".into()),
+            Err(e) => Value::String(e.clone()),
+        });
+        let (records, new) = self.chain(&old, mismatch);
+        if self.opts.spool {
+            // Chained from the database's head; later batches chain from
+            // this one's without SQLite.
+            self.spool_commit(&old, &records, &new)?;
+            drop(lock);
+            return Ok(new);
+        }
+        let blobs = self.blobs();
+        let conn = self
+            .conn
+            .as_ref()
+            .ok_or_else(|| AuditError::WriterStopped("no connection".into()))?;
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+            .map_err(sql(&path))?;
+        {
+            let mut ins = tx.prepare_cached(INSERT_RECORD).map_err(sql(&path))?;
+            for r in &records {
+                ins.execute(params![
+                    i64::try_from(r.seq).unwrap_or(i64::MAX),
+                    r.time_ns,
+                    r.run_id,
+                    r.kind,
+                    r.body,
+                    r.prev_hash,
+                    r.hash
+                ])
+                .map_err(sql(&path))?;
+            }
+            let mut blob = tx.prepare_cached(INSERT_BLOB).map_err(sql(&path))?;
+            for (hash, data) in blobs {
+                blob.execute(params![
+                    hash,
+                    i64::try_from(data.len()).unwrap_or(i64::MAX),
+                    data
+                ])
+                .map_err(sql(&path))?;
+            }
+        }
         if new == old {
             tx.commit().map_err(sql(&path))?;
             drop(lock);
@@ -475,24 +576,21 @@ impl Worker {
         }
         // Announce the head we are about to commit, so a crash after COMMIT
         // is not mistaken for records added behind the writer's back.
-        chain::write_head_file(
-            &path,
-            &HeadFile {
-                version: 1,
-                head: old,
-                pending: Some(new.clone()),
-            },
-        )?;
+        announce(&path, &old, &new)?;
         tx.commit().map_err(sql(&path))?;
-        chain::write_head_file(
-            &path,
-            &HeadFile {
-                version: 1,
-                head: new.clone(),
-                pending: None,
-            },
-        )?;
+        settle(&path, &new)?;
         drop(lock);
         Ok(new)
+    }
+
+    /// Appends one batch to the spool under the head-file protocol.
+    fn spool_commit(&self, old: &Head, records: &[Chained], new: &Head) -> Result<(), AuditError> {
+        let blobs = self.blobs();
+        if records.is_empty() && blobs.is_empty() {
+            return Ok(());
+        }
+        announce(&self.path, old, new)?;
+        spool::append(&self.path, &blobs, records, new)?;
+        settle(&self.path, new)
     }
 }

@@ -17,6 +17,7 @@ use cordon_audit::{AuditStore, AuditWriter};
 const CHILD_MODE: &str = "CORDON_AUDIT_TEST_CHILD";
 const CHILD_STORE: &str = "CORDON_AUDIT_TEST_STORE";
 const CHILD_PREFIX: &str = "CORDON_AUDIT_TEST_PREFIX";
+const CHILD_SPOOL: &str = "CORDON_AUDIT_TEST_SPOOL";
 
 /// Not a test of its own: the body of the child processes the other tests
 /// start by re-running this test binary with the environment set.
@@ -27,7 +28,11 @@ fn child_entry() {
     };
     let path = std::env::var(CHILD_STORE).unwrap();
     let prefix = std::env::var(CHILD_PREFIX).unwrap();
-    let w = AuditWriter::open(&path).unwrap();
+    let options = cordon_audit::WriterOptions {
+        spool: std::env::var_os(CHILD_SPOOL).is_some(),
+        ..Default::default()
+    };
+    let w = AuditWriter::open_with(&path, options).unwrap();
     if mode == "forever" {
         // Runs of four records, flushed at the end of each run, until killed.
         for i in 0.. {
@@ -51,9 +56,13 @@ fn child_entry() {
     }
 }
 
-fn spawn_child(path: &Path, mode: &str, prefix: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+/// A writer process; `spool`: appending to the spool, as `cordon run` does.
+fn spawn_child(path: &Path, mode: &str, prefix: &str, spool: bool) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    if spool {
+        c.env(CHILD_SPOOL, "1");
+    }
+    c.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_MODE, mode)
         .env(CHILD_STORE, path)
         .env(CHILD_PREFIX, prefix)
@@ -91,7 +100,8 @@ fn writer_killed_mid_run_leaves_a_store_that_verifies() {
     let path = store_path(&dir);
     for round in 0..6u64 {
         let before = head_seq(&path);
-        let mut child = spawn_child(&path, "forever", &format!("crash{round}"));
+        // Odd rounds write to the spool, folded by the reads below.
+        let mut child = spawn_child(&path, "forever", &format!("crash{round}"), round % 2 == 1);
         let deadline = Instant::now() + Duration::from_secs(60);
         while head_seq(&path) < before + 40 {
             assert!(Instant::now() < deadline, "child wrote nothing");
@@ -130,7 +140,7 @@ fn threads_and_processes_writing_at_once_lose_nothing() {
     AuditWriter::open(&path).unwrap().close().unwrap();
     const PER: usize = 400;
     let children: Vec<Child> = (0..3)
-        .map(|p| spawn_child(&path, &format!("count:{PER}"), &format!("proc{p}")))
+        .map(|p| spawn_child(&path, &format!("count:{PER}"), &format!("proc{p}"), p > 0))
         .collect();
     // Four threads sharing one writer...
     let shared = Arc::new(AuditWriter::open(&path).unwrap());

@@ -102,6 +102,9 @@ impl AuditSession {
             // A run that ends within this time is committed once, start
             // and end together (one fsync on the way out instead of two).
             commit_delay: START_COMMIT_DELAY,
+            // One run appends to the spool instead of opening SQLite;
+            // readers fold it in.
+            spool: true,
             ..Default::default()
         };
         let writer = AuditWriter::open_with(path, options).map_err(|e| {
