@@ -449,12 +449,17 @@ impl AuditStore {
     /// shared otherwise) and folds the spool into the database, so that
     /// what is read next is the whole store.
     fn lock_and_fold(&self) -> Result<Option<StoreLock>, AuditError> {
-        let exclusive = self.writable && spool::len(&self.path) > 0;
-        let lock = StoreLock::acquire(&self.path, exclusive, BUSY_TIMEOUT)?;
-        if exclusive {
-            spool::fold(&self.conn, &self.path)?;
+        loop {
+            let exclusive = self.writable && spool::len(&self.path) > 0;
+            let lock = StoreLock::acquire(&self.path, exclusive, BUSY_TIMEOUT)?;
+            if exclusive {
+                spool::fold(&self.conn, &self.path)?;
+            } else if self.writable && spool::len(&self.path) > 0 {
+                // A writer appended between the look and the lock.
+                continue;
+            }
+            return Ok(lock);
         }
-        Ok(lock)
     }
 
     /// Folds records appended to the spool since the last look (no-op,
