@@ -7,9 +7,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use cordon_egress::{
-    EgressConfig, EgressEvent, EventSink, HostRule, OverrideAddr, ProxyHandle, RateLimit, Unlisted,
+    EgressConfig, EgressEvent, EventSink, OverrideAddr, ProxyHandle, RateLimit, Unlisted,
 };
 use cordon_policy::{OnUnlisted, Profile};
 
@@ -52,11 +52,6 @@ impl Recorder {
     }
 }
 
-fn rule(pattern: &impl std::fmt::Display) -> anyhow::Result<HostRule> {
-    let text = pattern.to_string();
-    HostRule::parse(&text).map_err(|e| anyhow!("network rule '{text}': {e}"))
-}
-
 /// Parse `--resolve HOST[:PORT]=ADDR`.
 pub fn parse_resolve(text: &str) -> Result<(String, OverrideAddr), String> {
     let (host, addr) = text.split_once('=').ok_or_else(|| {
@@ -66,21 +61,22 @@ pub fn parse_resolve(text: &str) -> Result<(String, OverrideAddr), String> {
     Ok((host.to_ascii_lowercase(), addr))
 }
 
-/// The proxy configuration for a profile.
+/// The proxy configuration for a profile. The profile's host patterns are
+/// the proxy's rules (one type, parsed once when the profile was loaded).
 pub fn config(
     profile: &Profile,
     sandbox_id: &str,
     resolve: &[(String, OverrideAddr)],
-) -> anyhow::Result<EgressConfig> {
+) -> EgressConfig {
     let n = &profile.network;
     let mut overrides: HashMap<String, Vec<OverrideAddr>> = HashMap::new();
     for (host, addr) in resolve {
         overrides.entry(host.clone()).or_default().push(*addr);
     }
-    Ok(EgressConfig {
+    EgressConfig {
         sandbox_id: sandbox_id.to_owned(),
-        allow: n.allow.iter().map(rule).collect::<anyhow::Result<_>>()?,
-        deny: n.deny.iter().map(rule).collect::<anyhow::Result<_>>()?,
+        allow: n.allow.clone(),
+        deny: n.deny.clone(),
         https_only: n.https_only,
         methods: n
             .methods
@@ -98,17 +94,15 @@ pub fn config(
         rate_limits: n
             .rate_limit
             .iter()
-            .map(|r| {
-                Ok(RateLimit {
-                    host: rule(&r.host)?,
-                    requests: r.requests,
-                    bytes: r.bytes.map(|b| b.0),
-                    per: r.per.as_duration(),
-                })
+            .map(|r| RateLimit {
+                host: r.host.clone(),
+                requests: r.requests,
+                bytes: r.bytes.map(|b| b.0),
+                per: r.per.as_duration(),
             })
-            .collect::<anyhow::Result<_>>()?,
+            .collect(),
         resolve_overrides: overrides,
-    })
+    }
 }
 
 /// Start the proxy on the listener the sandbox handed over; with an

@@ -255,7 +255,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         identity: identity.clone(),
         redactor: redactor.clone(),
         egress: if spec.network == cordon_jail::NetworkMode::Proxy {
-            Some(egress_bridge::config(&profile, &run_id, &args.resolve)?)
+            Some(egress_bridge::config(&profile, &run_id, &args.resolve))
         } else {
             None
         },

@@ -2,13 +2,9 @@
 
 use std::io;
 
-/// A host rule that could not be parsed, with the reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid host rule {rule:?}: {reason}")]
-pub struct RuleError {
-    pub rule: String,
-    pub reason: String,
-}
+/// A host rule that could not be parsed: what was wrong (naming the rule)
+/// and what to write instead.
+pub type RuleError = cordon_hostpattern::PatternError;
 
 /// Everything that can go wrong when configuring or starting the proxy.
 #[derive(Debug, thiserror::Error)]

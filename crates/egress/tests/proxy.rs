@@ -367,7 +367,7 @@ fn connect_plain_tcp_and_socks5() {
     let http = HttpServer::start();
     let mut cfg = base(&http);
     cfg.allow
-        .extend(rules(&["echo.test:7000", "127.0.0.1", "::1"]));
+        .extend(rules(&["echo.test:7000", "127.0.0.1", "[::1]"]));
     cfg.resolve_overrides
         .extend(overrides(&[("echo.test:7000", echo)]));
     let p = Proxy::start(cfg);
@@ -524,8 +524,8 @@ fn private_addresses_refused() {
     cfg.allow.extend(rules(&[
         "localhost",
         "127.0.0.1",
-        "::1",
-        "::ffff:127.0.0.1",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
         "0.0.0.0",
     ]));
     let p = Proxy::start(cfg.clone());

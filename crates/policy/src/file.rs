@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use cordon_hostpattern::HostPattern;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::host::HostPattern;
 use crate::model::{
     Audit, CwdAccess, Env, Filesystem, HttpMethod, InjectAt, Isolation, IsolationLevel, Limits,
     Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit, Secret, SecretSource,

@@ -51,7 +51,6 @@
 
 mod error;
 mod file;
-mod host;
 mod lint;
 mod load;
 mod model;
@@ -64,12 +63,12 @@ mod validate;
 
 use std::path::{Path, PathBuf};
 
+pub use cordon_hostpattern::{HostPattern, PatternError};
 pub use error::{Diagnostic, ErrorKind, PolicyError};
 pub use file::{
     AuditFile, EnvFile, FilesystemFile, IsolationFile, LimitsFile, NetworkFile, ProfileFile,
     RateLimitFile, SecretFile, SyscallsFile,
 };
-pub use host::HostPattern;
 pub use lint::{LintWarning, Severity};
 pub use model::{
     Audit, CwdAccess, Env, Filesystem, HostDecision, HttpMethod, InjectAt, Isolation,

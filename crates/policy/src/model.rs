@@ -6,10 +6,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use cordon_hostpattern::HostPattern;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::host::HostPattern;
 use crate::units::{ByteSize, DurationSpec, ValueError};
 
 /// Declares a closed set of lower-case words with serde, schema, `Display`,

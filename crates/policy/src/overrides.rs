@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
+use cordon_hostpattern::HostPattern;
+
 use crate::error::PolicyError;
-use crate::host::HostPattern;
 use crate::model::{CwdAccess, IsolationLevel, NetworkMode, OnOutputLimit, Profile, Secret};
 use crate::units::{ByteSize, DurationSpec};
 use crate::validate;

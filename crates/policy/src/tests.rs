@@ -568,6 +568,26 @@ fn bad_host_patterns() {
         "empty label",
         "api.example.com",
     );
+    // Refused by the same parser the proxy uses, so a profile cannot hold a
+    // pattern the proxy would reject.
+    check(
+        "[[secrets]]\nname = \"T\"\nfrom = { env = \"T\" }\nhosts = [\"*.co.uk\"]\n",
+        ErrorKind::InvalidValue,
+        4,
+        10,
+        "secrets[0].hosts[0]",
+        "'*.co.uk' would allow every host under the public registry 'co.uk'",
+        "*.example.co.uk",
+    );
+    check(
+        "[network]\nmode = \"proxy\"\ndeny = [\"2001:db8::1\"]\n",
+        ErrorKind::InvalidValue,
+        3,
+        9,
+        "network.deny[0]",
+        "more than one ':'",
+        "brackets",
+    );
 }
 
 #[test]

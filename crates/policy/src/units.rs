@@ -37,6 +37,16 @@ impl ValueError {
     }
 }
 
+/// A host pattern's error has the same two parts.
+impl From<cordon_hostpattern::PatternError> for ValueError {
+    fn from(e: cordon_hostpattern::PatternError) -> Self {
+        ValueError {
+            message: e.message,
+            hint: e.hint,
+        }
+    }
+}
+
 const SIZE_HINT: &str = "write a number with a unit such as 512MiB or 2GiB";
 const DURATION_HINT: &str =
     "write a number with a unit such as 250ms, 30s, 5m or 1h30m (a plain number is seconds)";

@@ -20,7 +20,7 @@ use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
 use crate::error::EgressError;
-use crate::rules::{HostPattern, HostRule};
+use crate::rules::HostRule;
 
 /// How long the CA and its leaves are valid (from an hour ago, to allow
 /// for clock skew). A run that outlives it needs a new identity.
@@ -89,17 +89,16 @@ impl CertAuthority {
         let mut permitted: Vec<GeneralSubtree> = Vec::new();
         let mut only_names = true;
         for h in hosts {
-            match &h.pattern {
-                HostPattern::Exact(name) | HostPattern::Subdomains(name) => {
-                    if name.parse::<IpAddr>().is_ok() {
-                        only_names = false;
-                    } else if !permitted
-                        .iter()
-                        .any(|p| matches!(p, GeneralSubtree::DnsName(n) if n == name))
-                    {
-                        permitted.push(GeneralSubtree::DnsName(name.clone()));
-                    }
-                }
+            // The host of an exact rule, or the domain of a wildcard: a DNS
+            // name constraint covers the name and every name below it.
+            let name = h.host();
+            if name.parse::<IpAddr>().is_ok() {
+                only_names = false;
+            } else if !permitted
+                .iter()
+                .any(|p| matches!(p, GeneralSubtree::DnsName(n) if n == name))
+            {
+                permitted.push(GeneralSubtree::DnsName(name.to_string()));
             }
         }
         // With an IP address among the hosts the constraints would have to
