@@ -63,7 +63,7 @@ pub use event::{
 pub use store::{
     default_path, AuditStore, Blob, Problem, RunSummary, RunView, VerifyReport, SCHEMA_VERSION,
 };
-pub use writer::{AuditWriter, WriterOptions};
+pub use writer::{AuditWriter, InlineWriter, WriterOptions};
 
 /// A new run id: 12 hex digits of milliseconds since the epoch (so ids sort
 /// by start time) then 16 random hex digits.

@@ -111,30 +111,12 @@ impl AuditWriter {
     /// Opens (creating if needed) the store at `path`.
     pub fn open_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Self, AuditError> {
         let path = path.as_ref().to_path_buf();
-        // A spool-mode writer opens SQLite only when it must; a store that
-        // does not exist yet is created now, so errors show at once.
-        let established = path.is_file() && chain::head_file_path(&path).is_file();
-        let conn = if opts.spool && established {
-            None
-        } else {
-            Some(open_for_write(&path)?)
-        };
-        let (tx, rx) = mpsc::channel();
         let redactor = opts.redactor.clone();
-        let thread_path = path.clone();
+        let worker = Worker::open(&path, opts)?;
+        let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cordon-audit".into())
-            .spawn(move || {
-                Worker {
-                    conn,
-                    path: thread_path,
-                    opts,
-                    pending: Vec::new(),
-                    head: None,
-                    error: None,
-                }
-                .run(rx)
-            })
+            .spawn(move || worker.run(rx))
             .map_err(|e| AuditError::Io {
                 path: path.clone(),
                 action: "start the audit writer thread",
@@ -264,6 +246,88 @@ impl AuditWriter {
     }
 }
 
+/// A writer without a thread, for one short-lived process (one `cordon
+/// run`): what is appended waits in memory until [`InlineWriter::commit`]
+/// makes it durable on the calling thread. Same store, chain and options
+/// as [`AuditWriter`] (`commit_delay` does not apply: the caller decides
+/// when to commit). Records not committed when it is dropped are lost, as
+/// with a crash.
+pub struct InlineWriter {
+    worker: Worker,
+}
+
+impl std::fmt::Debug for InlineWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InlineWriter")
+            .field("path", &self.worker.path)
+            .field("pending", &self.worker.pending.len())
+            .finish()
+    }
+}
+
+impl InlineWriter {
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Self, AuditError> {
+        Ok(InlineWriter {
+            worker: Worker::open(path.as_ref(), opts)?,
+        })
+    }
+
+    /// The redactor applied before storage.
+    pub fn redactor(&self) -> &Redactor {
+        &self.worker.opts.redactor
+    }
+
+    /// Adds one event for `run_id`, stamped now (redacted and encoded now).
+    pub fn append(&mut self, run_id: &str, event: impl Into<Event>) -> Result<(), AuditError> {
+        self.append_at(SystemTime::now(), run_id, event)
+    }
+
+    /// Adds one event for `run_id` with the time it happened.
+    pub fn append_at(
+        &mut self,
+        time: SystemTime,
+        run_id: &str,
+        event: impl Into<Event>,
+    ) -> Result<(), AuditError> {
+        let msg = Msg::Append {
+            time_ns: unix_nanos(time),
+            run_id: run_id.to_string(),
+            event: Box::new(event.into()),
+        };
+        self.worker.take(msg, &mut Vec::new(), &mut None);
+        match self.worker.error.take() {
+            Some(e) => Err(AuditError::CommitFailed(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Stores content once, redacted, and returns the hash of what is
+    /// stored (the key to put in a record).
+    pub fn put_blob(&mut self, data: &[u8]) -> Result<String, AuditError> {
+        let data = self.worker.opts.redactor.redact_bytes(data).into_owned();
+        let hash = blob_hash(&data);
+        self.worker.pending.push(Pending::Blob {
+            hash: hash.clone(),
+            data,
+        });
+        Ok(hash)
+    }
+
+    /// Makes everything added so far durable and returns the new head.
+    pub fn commit(&mut self) -> Result<Head, AuditError> {
+        if self.worker.pending.is_empty() {
+            if let Some(h) = &self.worker.head {
+                return Ok(h.clone());
+            }
+        }
+        let head = self.worker.try_commit()?;
+        self.worker.pending.clear();
+        self.worker.head = Some(head.clone());
+        Ok(head)
+    }
+}
+
 impl Drop for AuditWriter {
     fn drop(&mut self) {
         if self.tx.is_some() {
@@ -320,6 +384,25 @@ fn settle(path: &Path, new: &Head) -> Result<(), AuditError> {
 }
 
 impl Worker {
+    fn open(path: &Path, opts: WriterOptions) -> Result<Worker, AuditError> {
+        // A spool-mode writer opens SQLite only when it must; a store that
+        // does not exist yet is created now, so errors show at once.
+        let established = path.is_file() && chain::head_file_path(path).is_file();
+        let conn = if opts.spool && established {
+            None
+        } else {
+            Some(open_for_write(path)?)
+        };
+        Ok(Worker {
+            conn,
+            path: path.to_path_buf(),
+            opts,
+            pending: Vec::new(),
+            head: None,
+            error: None,
+        })
+    }
+
     fn run(mut self, rx: Receiver<Msg>) {
         // Compile the commit's statements now, while the caller has other
         // work, so the first commit (often the one someone waits for) does

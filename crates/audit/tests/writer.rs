@@ -213,3 +213,37 @@ fn a_marked_file_without_the_tables_fails_at_the_first_commit() {
     let err = w.close().unwrap_err().to_string();
     assert!(err.contains("records"), "{err}");
 }
+
+#[test]
+fn inline_writer_commits_only_when_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    for spool in [false, true] {
+        let options = WriterOptions {
+            spool,
+            ..Default::default()
+        };
+        let before = if path.exists() { records(&path) } else { 0 };
+        let mut w = cordon_audit::InlineWriter::open_with(&path, options.clone()).unwrap();
+        let blob = w.put_blob(b"print(1)").unwrap();
+        let mut s = started(1);
+        s.code_hash = Some(blob);
+        w.append("inline", s).unwrap();
+        assert_eq!(records(&path), before, "committed before commit()");
+        let head = w.commit().unwrap();
+        assert_eq!(head.seq, before + 1);
+        assert_eq!(records(&path), before + 1);
+        w.append("inline", ended("done")).unwrap();
+        assert_eq!(w.commit().unwrap().seq, before + 2);
+        // Nothing new: the same head, no empty batch.
+        assert_eq!(w.commit().unwrap().seq, before + 2);
+        // Appended and dropped without a commit: lost, as in a crash.
+        w.append("inline", ended("lost")).unwrap();
+        drop(w);
+        let report = AuditStore::open(&path).unwrap().verify().unwrap();
+        assert!(report.ok, "{:?}", report.problems);
+        assert_eq!(report.records, before + 2, "spool={spool}");
+        let view = AuditStore::open(&path).unwrap().show("inline").unwrap();
+        assert_eq!(view.code.unwrap().data, b"print(1)");
+    }
+}

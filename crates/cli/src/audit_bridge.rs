@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use anyhow::Context;
 use cordon_audit::{
-    AuditWriter, Decision, Egress, EndReason, Incident, IncidentKind, RunEnded, RunStarted,
+    Decision, Egress, EndReason, Incident, IncidentKind, InlineWriter, RunEnded, RunStarted,
     Severity, StreamSummary,
 };
 use cordon_egress::EgressEvent;
@@ -77,17 +77,22 @@ pub fn code_of(argv: &[String], cwd: &Path) -> Option<Vec<u8>> {
 }
 
 /// An open store for one run.
-/// How long the start of a run may wait before it is committed on its own.
-const START_COMMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long the start of a run waits in memory before it is committed on
+/// its own (see [`AuditSession::commit_start`]); a run that ends sooner is
+/// committed once, start and end together.
+pub const START_COMMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// One run's records, written on the supervisor's thread (no writer
+/// thread): the start waits in memory, then goes to the store with the end,
+/// or on its own after [`START_COMMIT_DELAY`].
 pub struct AuditSession {
     pub run_id: String,
-    writer: AuditWriter,
+    writer: InlineWriter,
 }
 
 impl AuditSession {
-    /// Open the store and record the start. Called once the sandbox runs
-    /// (the writer has its own thread).
+    /// Open the store and note the start (not yet committed). Called once
+    /// the sandbox runs.
     pub fn start(
         path: &Path,
         run_id: String,
@@ -99,15 +104,12 @@ impl AuditSession {
     ) -> Result<AuditSession, String> {
         let options = cordon_audit::WriterOptions {
             redactor,
-            // A run that ends within this time is committed once, start
-            // and end together (one fsync on the way out instead of two).
-            commit_delay: START_COMMIT_DELAY,
             // One run appends to the spool instead of opening SQLite;
             // readers fold it in.
             spool: true,
             ..Default::default()
         };
-        let writer = AuditWriter::open_with(path, options).map_err(|e| {
+        let mut writer = InlineWriter::open_with(path, options).map_err(|e| {
             format!(
                 "cannot open the audit store {}: {e} (name another with --audit PATH, or run with --no-audit)",
                 path.display()
@@ -129,9 +131,17 @@ impl AuditSession {
         Ok(AuditSession { run_id, writer })
     }
 
+    /// Commit the start of a run that is still going.
+    pub fn commit_start(&mut self) -> Result<(), String> {
+        self.writer
+            .commit()
+            .map(|_| ())
+            .map_err(|e| format!("cannot commit the start of the run to the audit store: {e}"))
+    }
+
     /// Record that the sandbox could not be built after the run was
     /// recorded as started.
-    pub fn failed(self, message: &str) -> anyhow::Result<()> {
+    pub fn failed(mut self, message: &str) -> anyhow::Result<()> {
         self.writer.append(
             &self.run_id,
             Incident {
@@ -157,7 +167,7 @@ impl AuditSession {
             },
         )?;
         self.writer
-            .close()
+            .commit()
             .context("cannot commit the audit records")?;
         Ok(())
     }
@@ -165,7 +175,7 @@ impl AuditSession {
     /// Record the egress decisions, the incidents and the end; wait until
     /// all of it is durable.
     pub fn finish(
-        self,
+        mut self,
         outcome: &Outcome,
         egress: &[EgressEvent],
         output: &Excerpts,
@@ -200,7 +210,7 @@ impl AuditSession {
         self.writer
             .append(&self.run_id, run_ended(outcome, excerpts))?;
         self.writer
-            .close()
+            .commit()
             .context("cannot commit the audit records")?;
         Ok(incidents)
     }

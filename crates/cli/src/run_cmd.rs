@@ -374,8 +374,8 @@ struct AuditPlan {
 }
 
 /// The supervisor's callbacks: open the audit store and start the egress
-/// proxy once the sandbox exists (both start threads, which must not exist
-/// when the sandbox is cloned).
+/// proxy once the sandbox exists (the proxy starts threads, which must not
+/// exist when the sandbox is cloned), and commit a long run's start.
 struct RunHooks {
     identity: Option<cordon_egress::Identity>,
     redactor: cordon_scan::Redactor,
@@ -401,6 +401,20 @@ impl cordon_jail::Hooks for RunHooks {
             )?);
         }
         Ok(())
+    }
+
+    fn tick_after(&self) -> Option<std::time::Duration> {
+        self.audit
+            .as_ref()
+            .map(|_| audit_bridge::START_COMMIT_DELAY)
+    }
+
+    /// A run still going after the delay: its start goes to the store now.
+    fn tick(&mut self) -> Result<(), String> {
+        match &mut self.audit {
+            Some(session) => session.commit_start(),
+            None => Ok(()),
+        }
     }
 
     fn proxy_listener(&mut self, listener: std::net::TcpListener) -> Result<(), String> {

@@ -138,6 +138,18 @@ pub trait Hooks {
     ) -> std::result::Result<(), String> {
         Err("no egress proxy is configured".into())
     }
+
+    /// How long after the start [`Hooks::tick`] should be called (once),
+    /// if the sandbox is still running then.
+    fn tick_after(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Called once, [`Hooks::tick_after`] into the run, on the
+    /// supervisor's thread. An error ends the run like one from `started`.
+    fn tick(&mut self) -> std::result::Result<(), String> {
+        Ok(())
+    }
 }
 
 /// No callbacks.
@@ -439,6 +451,7 @@ fn run_level(
     }
 
     let deadline = spec.limits.wall.map(|d| started + d);
+    let tick_at = hooks.tick_after().map(|d| started + d);
     let mut sup = Supervision::new(spec);
     sup.pump(
         &pidfd,
@@ -452,7 +465,9 @@ fn run_level(
         level,
         group.as_ref(),
         landlock_log.as_mut(),
+        tick_at.map(|at| (at, &mut *hooks)),
     );
+    let hook_error = hook_error.or(sup.hook_error.take());
     let (landlock_state, landlock_denials, landlock_denials_total) = match landlock_log {
         Some(log) => log.finish(started, LANDLOCK_LOG_GRACE),
         None => (
@@ -647,6 +662,8 @@ struct Supervision {
     interrupted: Option<i32>,
     denied: Vec<crate::outcome::DeniedCall>,
     denied_total: u64,
+    /// An error from `Hooks::tick`; the sandbox was killed for it.
+    hook_error: Option<String>,
 }
 
 impl Supervision {
@@ -664,6 +681,7 @@ impl Supervision {
             interrupted: None,
             denied: Vec::new(),
             denied_total: 0,
+            hook_error: None,
         }
     }
 
@@ -681,6 +699,7 @@ impl Supervision {
         level: IsolationLevel,
         group: Option<&Cgroup>,
         mut landlock_log: Option<&mut crate::kaudit::LandlockLog>,
+        mut tick: Option<(Instant, &mut dyn Hooks)>,
     ) {
         let kill = |sup: &Supervision| {
             let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
@@ -744,14 +763,21 @@ impl Supervision {
             if let Some(log) = &landlock_log {
                 add(log.fd().as_raw_fd(), b'a');
             }
-            let timeout_ms: libc::c_int = match (deadline, exited) {
+            let wake = [
+                deadline.filter(|_| !self.timed_out),
+                tick.as_ref().map(|(at, _)| *at),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let timeout_ms: libc::c_int = match (wake, exited) {
                 (_, true) => 100,
-                (Some(d), false) if !self.timed_out => {
+                (Some(d), false) => {
                     let left = d.saturating_duration_since(Instant::now());
                     left.as_millis().min(i32::MAX as u128) as libc::c_int
                         + i32::from(left.subsec_micros() % 1000 != 0)
                 }
-                _ => -1,
+                (None, false) => -1,
             };
             // SAFETY: `fds` is a valid array of pollfd of the given length.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
@@ -765,6 +791,16 @@ impl Supervision {
                 if !exited && Instant::now() >= d {
                     self.timed_out = true;
                     kill(self);
+                }
+            }
+            if tick.as_ref().is_some_and(|(at, _)| Instant::now() >= *at) {
+                if let Some((_, hooks)) = tick.take() {
+                    if !exited {
+                        if let Err(e) = hooks.tick() {
+                            self.hook_error = Some(e);
+                            kill(self);
+                        }
+                    }
                 }
             }
             for (pfd, tag) in fds.iter().zip(&tags) {
