@@ -112,6 +112,11 @@ pub(crate) fn len(db: &Path) -> u64 {
     std::fs::symlink_metadata(path(db)).map_or(0, |m| m.len())
 }
 
+/// Whether the spool holds nothing (or does not exist).
+pub(crate) fn is_empty(db: &Path) -> bool {
+    len(db) == 0
+}
+
 /// The head named by the spool's last commit line; `None` when the spool
 /// is empty, missing or ends without one.
 pub(crate) fn tail(db: &Path) -> Result<Option<Head>, AuditError> {
@@ -182,6 +187,9 @@ pub(crate) fn append(
 /// transaction, then empties the spool. The caller holds the store's
 /// exclusive lock. Returns the number of records folded.
 pub(crate) fn fold(conn: &Connection, db: &Path) -> Result<u64, AuditError> {
+    if is_empty(db) {
+        return Ok(0);
+    }
     let p = path(db);
     let text = match std::fs::read(&p) {
         Ok(t) => t,
@@ -204,8 +212,11 @@ pub(crate) fn fold(conn: &Connection, db: &Path) -> Result<u64, AuditError> {
             Ok(Line::Commit(_)) => {
                 batches.push((std::mem::take(&mut blobs), std::mem::take(&mut records)));
             }
-            // A torn or foreign line ends what can be trusted to be whole.
-            Err(_) => break,
+            // A torn or foreign line: the batch it belongs to is not whole.
+            Err(_) => {
+                blobs.clear();
+                records.clear();
+            }
         }
     }
     let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)

@@ -450,11 +450,11 @@ impl AuditStore {
     /// what is read next is the whole store.
     fn lock_and_fold(&self) -> Result<Option<StoreLock>, AuditError> {
         loop {
-            let exclusive = self.writable && spool::len(&self.path) > 0;
+            let exclusive = self.writable && !spool::is_empty(&self.path);
             let lock = StoreLock::acquire(&self.path, exclusive, BUSY_TIMEOUT)?;
             if exclusive {
                 spool::fold(&self.conn, &self.path)?;
-            } else if self.writable && spool::len(&self.path) > 0 {
+            } else if self.writable && !spool::is_empty(&self.path) {
                 // A writer appended between the look and the lock.
                 continue;
             }
@@ -465,7 +465,7 @@ impl AuditStore {
     /// Folds records appended to the spool since the last look (no-op,
     /// and no lock, when it is empty).
     fn fold_spool(&self) -> Result<(), AuditError> {
-        if self.writable && spool::len(&self.path) > 0 {
+        if self.writable && !spool::is_empty(&self.path) {
             drop(self.lock_and_fold()?);
         }
         Ok(())

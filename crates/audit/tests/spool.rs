@@ -24,6 +24,13 @@ fn spool_of(db: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Bytes of content in the spool (what comes before a zero byte, if any:
+/// JSON text holds none).
+fn spool_content(db: &Path) -> usize {
+    let data = std::fs::read(spool_of(db)).unwrap_or_default();
+    data.iter().position(|b| *b == 0).unwrap_or(data.len())
+}
+
 fn spool_writer_runs(db: &Path, prefix: &str, writers: usize) {
     for i in 0..writers {
         let w = AuditWriter::open_with(db, spooled()).unwrap();
@@ -41,11 +48,11 @@ fn spooled_runs_are_folded_in_by_a_reader_and_verify() {
     let dir = tempfile::tempdir().unwrap();
     let db = store_path(&dir);
     spool_writer_runs(&db, "s", 5);
-    assert!(std::fs::metadata(spool_of(&db)).unwrap().len() > 0);
+    assert!(spool_content(&db) > 0);
     let report = verify(&db);
     assert!(report.ok, "{:?}", report.problems);
     assert_eq!(report.records, 5 * 4);
-    assert_eq!(std::fs::metadata(spool_of(&db)).unwrap().len(), 0);
+    assert_eq!(spool_content(&db), 0);
     let store = AuditStore::open(&db).unwrap();
     let view = store.show("s3-0000").unwrap();
     assert_eq!(view.records.len(), 4);
@@ -60,11 +67,11 @@ fn after_the_first_a_spooled_commit_does_not_touch_sqlite() {
     let wal = db.with_extension("db-wal");
     let files = |p: &Path| std::fs::read(p).unwrap_or_default();
     let (db_before, wal_before) = (files(&db), files(&wal));
-    let spool_before = std::fs::metadata(spool_of(&db)).unwrap().len();
+    let spool_before = spool_content(&db);
     spool_writer_runs(&db, "next", 3);
     assert_eq!(files(&db), db_before, "the database file changed");
     assert_eq!(files(&wal), wal_before, "the WAL changed");
-    assert!(std::fs::metadata(spool_of(&db)).unwrap().len() > spool_before);
+    assert!(spool_content(&db) > spool_before);
     assert!(verify(&db).ok);
 }
 
@@ -92,15 +99,18 @@ fn a_batch_cut_short_is_dropped_and_the_store_still_verifies() {
     // A writer killed in the middle of its one write: records, no commit.
     let text = std::fs::read_to_string(spool_of(&db)).unwrap();
     let first_batch_end = text.find("{\"commit\"").unwrap();
-    let partial = &text[..first_batch_end];
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
+    let mut torn = text[..first_batch_end].to_owned();
+    torn.push_str("{\"record\":{\"seq\":99,\"ti");
+    // Written where the next batch would go.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
         .open(spool_of(&db))
         .unwrap();
-    use std::io::Write;
-    f.write_all(partial.as_bytes()).unwrap();
-    f.write_all(b"{\"record\":{\"seq\":99,\"ti").unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(torn.as_bytes(), spool_content(&db) as u64)
+        .unwrap();
     drop(f);
+    assert!(spool_content(&db) > text.len());
     let report = verify(&db);
     assert!(report.ok, "{:?}", report.problems);
     assert_eq!(report.records, 2 * 4);
@@ -186,7 +196,7 @@ fn a_grown_spool_is_folded_by_the_next_spooled_commit() {
         w.flush().unwrap();
     }
     w.close().unwrap();
-    let size = std::fs::metadata(spool_of(&db)).unwrap().len();
+    let size = spool_content(&db);
     assert!(size < 1 << 20, "spool grew to {size} bytes");
     let report = verify(&db);
     assert!(report.ok, "{:?}", report.problems);
