@@ -102,15 +102,7 @@ fn configure(conn: &Connection, path: &Path) -> Result<(), AuditError> {
 /// Opens (creating if needed) a store for writing: directory 0700 when
 /// created, file 0600, WAL, `synchronous=FULL`, schema in place.
 pub(crate) fn open_for_write(path: &Path) -> Result<Connection, AuditError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io(dir, "create the store's directory"))?;
-        }
-    }
+    ensure_dir(path)?;
     let created = match OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -176,6 +168,20 @@ fn sync_dir_of(path: &Path) -> Result<(), AuditError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io(dir, "sync the store's directory"))
+}
+
+/// Creates the store's directory (0700) when it is missing.
+pub(crate) fn ensure_dir(path: &Path) -> Result<(), AuditError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io(dir, "create the store's directory"))?;
+        }
+    }
+    Ok(())
 }
 
 /// WAL size above which opening a writer checkpoints the store.

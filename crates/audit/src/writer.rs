@@ -13,7 +13,7 @@ use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, Sto
 use crate::error::{sql, AuditError};
 use crate::event::{Event, RunStarted, KIND_HEAD_MISMATCH};
 use crate::spool::{self, Chained};
-use crate::store::{open_for_write, query_head, QUERY_HEAD};
+use crate::store::{ensure_dir, open_for_write, query_head, QUERY_HEAD};
 use crate::time::{now_nanos, unix_nanos};
 
 /// How the writer behaves.
@@ -390,7 +390,14 @@ impl Worker {
         let established = path.is_file() && chain::head_file_path(path).is_file();
         let conn = if opts.spool && established {
             None
+        } else if established {
+            Some(open_for_write(path)?)
         } else {
+            // Several processes may create the same store at once; turning
+            // a new file to WAL mode needs SQLite's exclusive lock, which
+            // SQLite does not wait for. One at a time, then.
+            ensure_dir(path)?;
+            let _lock = StoreLock::acquire(path, true, opts.lock_timeout)?;
             Some(open_for_write(path)?)
         };
         Ok(Worker {

@@ -192,3 +192,25 @@ fn threads_and_processes_writing_at_once_lose_nothing() {
         assert_eq!(n, PER, "{id}");
     }
 }
+
+#[test]
+fn processes_creating_one_store_at_once_all_succeed() {
+    // Every writer finds no store and creates it; SQLite does not wait for
+    // the lock that turning a new file to WAL mode needs, so the store
+    // serializes creation itself.
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = store_path(&dir);
+        let children: Vec<Child> = (0..8)
+            .map(|p| spawn_child(&path, "count:10", &format!("r{round}p{p}"), p % 2 == 0))
+            .collect();
+        for mut c in children {
+            assert!(
+                c.wait().unwrap().success(),
+                "round {round}: a writer failed"
+            );
+        }
+        let report = assert_verifies(&path);
+        assert_eq!(report.records, 80, "round {round}");
+    }
+}
