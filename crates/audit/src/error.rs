@@ -72,7 +72,7 @@ pub enum AuditError {
     /// database: the spool was written against a head that is not the
     /// store's (tampering, or a store restored from a copy). The spool is
     /// left as it is.
-    #[error("audit spool {path}: its record seq {seq} (hash {spooled}) collides with a different record in the store (hash {stored}); the spool was left in place")]
+    #[error("audit spool {path}: its record seq {seq} (hash {spooled}) collides with a different record in the store (hash {stored}); the spool was left in place. Keep a copy of it as evidence, move it aside to read and write the store again, and check the store against a head anchor kept elsewhere (cordon audit verify --anchor SEQ:HASH)")]
     SpoolConflict {
         /// The spool file.
         path: std::path::PathBuf,

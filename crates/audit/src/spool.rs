@@ -92,6 +92,36 @@ impl BlobLine {
     }
 }
 
+/// Inserts one record exactly as chained (SQLite writers and folding).
+pub(crate) const INSERT_RECORD: &str =
+    "INSERT INTO records (seq, time_ns, run_id, kind, body, prev_hash, hash)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+/// Stores a blob once.
+pub(crate) const INSERT_BLOB: &str =
+    "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?1, ?2, ?3)";
+
+pub(crate) fn insert_record(conn: &Connection, r: &Chained) -> rusqlite::Result<()> {
+    conn.prepare_cached(INSERT_RECORD)?.execute(params![
+        i64::try_from(r.seq).unwrap_or(i64::MAX),
+        r.time_ns,
+        r.run_id,
+        r.kind,
+        r.body,
+        r.prev_hash,
+        r.hash
+    ])?;
+    Ok(())
+}
+
+pub(crate) fn insert_blob(conn: &Connection, hash: &str, data: &[u8]) -> rusqlite::Result<()> {
+    conn.prepare_cached(INSERT_BLOB)?.execute(params![
+        hash,
+        i64::try_from(data.len()).unwrap_or(i64::MAX),
+        data
+    ])?;
+    Ok(())
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Line {
@@ -226,24 +256,9 @@ pub(crate) fn fold(conn: &Connection, db: &Path) -> Result<u64, AuditError> {
         let mut existing = tx
             .prepare_cached("SELECT hash FROM records WHERE seq = ?1")
             .map_err(sql(db))?;
-        let mut insert = tx
-            .prepare_cached(
-                "INSERT INTO records (seq, time_ns, run_id, kind, body, prev_hash, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(sql(db))?;
-        let mut blob = tx
-            .prepare_cached("INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?1, ?2, ?3)")
-            .map_err(sql(db))?;
         for (blobs, records) in &batches {
             for b in blobs {
-                let data = b.data();
-                blob.execute(params![
-                    b.hash,
-                    i64::try_from(data.len()).unwrap_or(i64::MAX),
-                    data
-                ])
-                .map_err(sql(db))?;
+                insert_blob(&tx, &b.hash, &b.data()).map_err(sql(db))?;
             }
             for r in records {
                 let seq = i64::try_from(r.seq).unwrap_or(i64::MAX);
@@ -265,17 +280,7 @@ pub(crate) fn fold(conn: &Connection, db: &Path) -> Result<u64, AuditError> {
                     }
                     None => {}
                 }
-                insert
-                    .execute(params![
-                        seq,
-                        r.time_ns,
-                        r.run_id,
-                        r.kind,
-                        r.body,
-                        r.prev_hash,
-                        r.hash
-                    ])
-                    .map_err(sql(db))?;
+                insert_record(&tx, r).map_err(sql(db))?;
                 folded += 1;
             }
         }

@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use cordon_scan::Redactor;
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use serde_json::Value;
 
 use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, StoreLock};
@@ -52,11 +52,6 @@ impl Default for WriterOptions {
 }
 
 type Reply = SyncSender<Result<Head, String>>;
-
-const INSERT_RECORD: &str =
-    "INSERT INTO records (seq, time_ns, run_id, kind, body, prev_hash, hash)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-const INSERT_BLOB: &str = "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?1, ?2, ?3)";
 
 enum Msg {
     Append {
@@ -415,7 +410,7 @@ impl Worker {
         // work, so the first commit (often the one someone waits for) does
         // not. A failure here shows up again, and is reported, at commit.
         if let Some(conn) = &self.conn {
-            for stmt in [QUERY_HEAD, INSERT_RECORD, INSERT_BLOB] {
+            for stmt in [QUERY_HEAD, spool::INSERT_RECORD, spool::INSERT_BLOB] {
                 let _ = conn.prepare_cached(stmt);
             }
         }
@@ -635,29 +630,11 @@ impl Worker {
             .ok_or_else(|| AuditError::WriterStopped("no connection".into()))?;
         let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
             .map_err(sql(&path))?;
-        {
-            let mut ins = tx.prepare_cached(INSERT_RECORD).map_err(sql(&path))?;
-            for r in &records {
-                ins.execute(params![
-                    i64::try_from(r.seq).unwrap_or(i64::MAX),
-                    r.time_ns,
-                    r.run_id,
-                    r.kind,
-                    r.body,
-                    r.prev_hash,
-                    r.hash
-                ])
-                .map_err(sql(&path))?;
-            }
-            let mut blob = tx.prepare_cached(INSERT_BLOB).map_err(sql(&path))?;
-            for (hash, data) in blobs {
-                blob.execute(params![
-                    hash,
-                    i64::try_from(data.len()).unwrap_or(i64::MAX),
-                    data
-                ])
-                .map_err(sql(&path))?;
-            }
+        for r in &records {
+            spool::insert_record(&tx, r).map_err(sql(&path))?;
+        }
+        for (hash, data) in blobs {
+            spool::insert_blob(&tx, hash, data).map_err(sql(&path))?;
         }
         if new == old {
             tx.commit().map_err(sql(&path))?;

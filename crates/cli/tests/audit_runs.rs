@@ -1041,30 +1041,37 @@ fn file_size_breach_is_a_limit_incident() {
     s.assert_verifies();
 }
 
-#[test]
-fn file_size_breach_by_a_child_process_is_a_limit_incident() {
-    if ready() {
-        return;
-    }
+/// `head` (a child of the shell) writes `bytes` to /tmp under a 1 MiB file
+/// size limit; the run's outcome and its `audit show`.
+fn head_under_a_file_size_limit(bytes: u64) -> (Outcome, Value) {
     let w = Workdir::new();
     let s = Store::new();
-    // The shell survives; its child `head` is killed by SIGXFSZ.
     let o = s.run(
         &w,
         &["--file-size", "1MiB"],
         &[
             "/bin/sh",
             "-c",
-            "head -c 2000000 /dev/zero > /tmp/big; echo head=$?",
+            &format!("head -c {bytes} /dev/zero > /tmp/out; echo head=$?"),
         ],
     );
+    let show = s.show(&run_id(&o));
+    (o, show)
+}
+
+#[test]
+fn file_size_breach_by_a_child_process_is_a_limit_incident() {
+    if ready() {
+        return;
+    }
+    // The shell survives; its child `head` is killed by SIGXFSZ.
+    let (o, show) = head_under_a_file_size_limit(2_000_000);
     assert_eq!(
         o.stdout,
         format!("head={}\n", 128 + libc::SIGXFSZ),
         "{}",
         o.stderr
     );
-    let show = s.show(&run_id(&o));
     let lim = limit_incidents(&show);
     assert_eq!(
         lim.len(),
@@ -1079,20 +1086,9 @@ fn a_file_just_below_the_size_limit_is_no_incident() {
     if ready() {
         return;
     }
-    let w = Workdir::new();
-    let s = Store::new();
     // One byte short of the limit: nothing was cut.
-    let o = s.run(
-        &w,
-        &["--file-size", "1MiB"],
-        &[
-            "/bin/sh",
-            "-c",
-            "head -c 1048575 /dev/zero > /tmp/almost; echo head=$?",
-        ],
-    );
+    let (o, show) = head_under_a_file_size_limit((1 << 20) - 1);
     assert_eq!(o.stdout, "head=0\n", "{}", o.stderr);
-    let show = s.show(&run_id(&o));
     assert!(limit_incidents(&show).is_empty(), "{:?}", kinds(&show));
     assert_eq!(o.report["breaches"]["file_at_size_limit"], false);
 }
