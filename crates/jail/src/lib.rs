@@ -28,7 +28,9 @@ mod rootfs;
 mod run;
 pub mod seccomp;
 mod spec;
+mod supervise;
 mod sys;
+mod verdict;
 
 pub use error::{JailError, Result};
 pub use kaudit::{probe as landlock_log_probe, LandlockDenial, LandlockLogState};

@@ -2,21 +2,20 @@
 //! output within limits, enforces the deadline, and reports the outcome.
 
 use std::fs;
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cgroup::{self, Cgroup};
 use crate::child::{self, ChildContext, ChildFds};
 use crate::error::{ChildReport, JailError, Result};
-use crate::outcome::{Breaches, EndReason, Enforcement, Outcome, StreamStats, WaitStatus};
+use crate::outcome::{Breaches, EndReason, Enforcement, Outcome, WaitStatus};
 use crate::rootfs::Plan;
 use crate::seccomp::{self, FilterOptions};
-use crate::spec::{
-    IsolationLevel, Layer, NetworkMode, OutputLimitAction, Spec, SANDBOX_GID, SANDBOX_UID,
-};
+use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec, SANDBOX_GID, SANDBOX_UID};
+use crate::supervise::{Supervision, Watched};
 use crate::sys::{self, Forked};
+use crate::verdict::{classify, record_layers};
 
 /// Which output stream a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,19 +233,17 @@ impl Janitor {
     }
 }
 
+/// One attempt at the spec's isolation level, in the order a reader can
+/// follow: refuse what the level cannot do, prepare the limits and the
+/// channels, clone the sandbox, let it go, supervise it, reap it, and say
+/// what happened.
 fn run_level(
     spec: &Spec,
     sink: &mut dyn OutputSink,
     options: RunOptions,
     hooks: &mut dyn Hooks,
 ) -> Result<Outcome> {
-    if spec.network == NetworkMode::Proxy && spec.isolation.level == IsolationLevel::Process {
-        return Err(JailError::setup(
-            Layer::NetworkNamespace,
-            "egress through the proxy needs a network namespace, which the process isolation level does not have",
-            Some("allow user namespaces on this host, or run without network access"),
-        ));
-    }
+    refuse_unsupported(spec)?;
     let started = Instant::now();
     let level = spec.isolation.level;
     let mut enforcement = Enforcement {
@@ -257,303 +254,91 @@ fn run_level(
         IsolationLevel::Namespaces => Some(Plan::new(spec)?),
         IsolationLevel::Process => None,
     };
-    let filter = FilterOptions {
+    let program = seccomp::compile(FilterOptions {
         unix_sockets: spec.allow_unix_sockets,
         inet_sockets: spec.network != NetworkMode::None,
         notify: true,
-    };
-    let program = seccomp::compile(filter)?;
-
-    // Control groups, or rlimits where none can be used.
-    let support = cgroup::probe();
-    enforcement.cgroup = support.label().to_owned();
-    let name = format!("cordon-{}-{:x}", std::process::id(), random_u64());
-    let mut group = match Cgroup::create(&support, &name, spec.limits.memory, spec.limits.pids) {
-        Ok(g) => Some(g),
-        Err(e) => {
-            enforcement.cgroup = "none".into();
-            enforcement.record(
-                Layer::Cgroup,
-                false,
-                format!("cannot create cgroup: {e}; using rlimits"),
-            );
-            None
-        }
-    };
-    let rlimit_memory = group.is_none() || support.memory.is_none();
-    let rlimit_pids = group.is_none() || support.pids.is_none();
-    if group.is_some() {
-        let mut detail = Vec::new();
-        for (what, place) in [
-            ("memory", &support.memory),
-            ("pids", &support.pids),
-            ("cpu", &support.cpu),
-        ] {
-            if let Some(p) = place {
-                detail.push(format!("{what}:{:?}", p.version).to_lowercase());
-            }
-        }
-        let complete = support.complete();
-        let mut text = detail.join(" ");
-        if !complete {
-            text.push_str(&format!(
-                "; missing controllers fall back to rlimits ({})",
-                support.problems.join("; ")
-            ));
-        }
-        enforcement.record(Layer::Cgroup, complete, text);
-    }
-    if !enforcement.layers.iter().any(|l| l.layer == Layer::Cgroup) {
-        enforcement.record(
-            Layer::Cgroup,
-            false,
-            format!("no cgroup: {}", support.problems.join("; ")),
-        );
-    }
-    let janitor = match &group {
-        Some(g) => Some(Janitor::start(g.dirs().to_vec())?),
-        None => None,
-    };
-
-    let cleanup_group = |group: &mut Option<Cgroup>| {
-        if let Some(g) = group.as_mut() {
-            g.remove();
-        }
-    };
-
-    let (sync_rd, sync_wr) = pipe()?;
-    let (report_rd, report_wr) = pipe()?;
-    let (status_rd, status_wr) = pipe()?;
-    let (out_rd, out_wr) = pipe()?;
-    let (err_rd, err_wr) = pipe()?;
-    // Carries the proxy listener and the seccomp listener from the sandbox;
-    // the kernel tells the supervisor's end who sent each (SO_PASSCRED).
-    let control = Some(
-        rustix::net::socketpair(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .map_err(|e| JailError::io("socketpair", e.into()))?,
-    );
-    if let Some((parent, _)) = &control {
-        rustix::net::sockopt::set_socket_passcred(parent, true)
-            .map_err(|e| JailError::io("SO_PASSCRED", e.into()))?;
-    }
+    })?;
+    let mut groups = Groups::create(spec, &mut enforcement)?;
+    let (parent, child_ends) = open_channels()?;
     // Subscribed before the sandbox exists, so no denial goes unseen.
-    let (mut landlock_log, landlock_unobserved) = if options.observe_landlock {
-        match crate::kaudit::LandlockLog::open() {
-            Ok(log) => (Some(log), None),
-            Err(why) => (None, Some(why)),
-        }
-    } else {
-        (None, Some("not requested".to_string()))
-    };
+    let mut landlock = LandlockWatch::open(options);
 
-    let flags = match level {
-        IsolationLevel::Namespaces => NS_FLAGS,
-        IsolationLevel::Process => 0,
-    };
-    let forked = match sys::clone_sandbox(flags) {
-        Ok(f) => f,
-        Err(e) => {
-            cleanup_group(&mut group);
-            if let Some(j) = janitor {
-                j.finish();
-            }
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::ENOSPC) | Some(libc::EINVAL)
-                | Some(libc::EUSERS)
-                    if level == IsolationLevel::Namespaces =>
-                {
-                    JailError::Setup {
-                        layer: Layer::UserNamespace,
-                        message: format!("cannot create user namespaces on this host: {e}"),
-                        fix: Some(userns_fix()),
-                    }
-                }
-                _ => JailError::io("clone", e),
-            });
-        }
-    };
-    let (pid, pidfd) = match forked {
-        Forked::Child => child::enter(ChildContext {
+    let (pid, pidfd) = match clone_sandbox(level) {
+        Ok(Forked::Child) => child::enter(ChildContext {
             spec,
             plan: plan.as_ref(),
             seccomp: &program,
-            cgroup: group.as_ref(),
-            fds: ChildFds {
-                sync: sync_rd.as_raw_fd(),
-                report: report_wr.as_raw_fd(),
-                status: status_wr.as_raw_fd(),
-                stdout: out_wr.as_raw_fd(),
-                stderr: err_wr.as_raw_fd(),
-                control: control.as_ref().map(|(_, child)| child.as_raw_fd()),
-            },
-            rlimit_pids,
-            rlimit_memory,
+            cgroup: groups.group.as_ref(),
+            fds: child_ends.fds(),
+            rlimit_pids: groups.rlimit_pids,
+            rlimit_memory: groups.rlimit_memory,
             landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
         }),
-        Forked::Parent { pid, pidfd } => (pid, pidfd),
+        Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+        Err(e) => {
+            groups.release();
+            return Err(e);
+        }
     };
-    drop((sync_rd, report_wr, status_wr, out_wr, err_wr));
-    let control = control.map(|(parent, _child)| parent);
+    drop(child_ends);
 
-    // Identity mapping and cgroup membership, then let the child go.
-    let prepared = prepare_child(pid, level, group.as_ref());
-    if let Err(e) = prepared {
+    if let Err(e) = release_child(pid, level, groups.group.as_ref(), parent.sync) {
         let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
         let _ = sys::wait4(pid, 0);
-        cleanup_group(&mut group);
-        if let Some(j) = janitor {
-            j.finish();
-        }
+        groups.release();
         return Err(e);
     }
-    sys::write_all_fd(sync_wr.as_raw_fd(), b"g").map_err(|e| JailError::io("start sandbox", e))?;
-    drop(sync_wr);
-
-    let signals = if options.forward_signals {
-        let set = sys::block_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])
-            .map_err(|e| JailError::io("block signals", e))?;
-        Some((
-            sys::signalfd(&set).map_err(|e| JailError::io("signalfd", e))?,
-            set,
-        ))
-    } else {
-        None
-    };
-
-    // Hooks may start threads: block the forwarded signals first, so that
-    // the threads inherit the mask and the signalfd below sees them all.
-    let mut hook_error = hooks
-        .started(&Started {
-            pid,
-            at: std::time::SystemTime::now(),
-        })
-        .err();
-    // The proxy listener comes before the workload starts; if the helper
-    // fails first, the socket closes and its report explains why.
-    if let (None, Some(control), NetworkMode::Proxy) = (&hook_error, &control, spec.network) {
-        match crate::fdpass::recv_fd(control) {
-            Ok(Some(fd)) => {
-                if let Err(e) = hooks.proxy_listener(std::net::TcpListener::from(fd)) {
-                    hook_error = Some(format!("cannot start the egress proxy: {e}"));
-                }
-            }
-            Ok(None) => {}
-            Err(e) => hook_error = Some(format!("cannot receive the proxy listener: {e}")),
-        }
-    }
+    let signals = options
+        .forward_signals
+        .then(ForwardedSignals::block)
+        .transpose()?;
+    let mut hook_error = start_hooks(hooks, spec, pid, &parent.control);
     if hook_error.is_some() {
         let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
     }
 
-    let deadline = spec.limits.wall.map(|d| started + d);
-    let tick_at = hooks.tick_after().map(|d| started + d);
     let mut sup = Supervision::new(spec);
+    let tick_at = hooks.tick_after().map(|d| started + d);
     sup.pump(
-        &pidfd,
-        [&out_rd, &err_rd],
-        &report_rd,
-        control.as_ref(),
-        started,
-        signals.as_ref().map(|(fd, _)| fd),
-        deadline,
+        &mut Watched {
+            pidfd: &pidfd,
+            outputs: [&parent.stdout, &parent.stderr],
+            report: &parent.report,
+            control: &parent.control,
+            signals: signals.as_ref().map(|s| &s.fd),
+            landlock_log: landlock.log.as_mut(),
+            started,
+            deadline: spec.limits.wall.map(|d| started + d),
+            level,
+            group: groups.group.as_ref(),
+        },
         sink,
-        level,
-        group.as_ref(),
-        landlock_log.as_mut(),
         tick_at.map(|at| (at, &mut *hooks)),
     );
-    let hook_error = hook_error.or(sup.hook_error.take());
-    let (landlock_state, landlock_denials, landlock_denials_total) = match landlock_log {
-        Some(log) => log.finish(started, LANDLOCK_LOG_GRACE),
-        None => (
-            crate::LandlockLogState {
-                observed: false,
-                detail: landlock_unobserved.unwrap_or_default(),
-                kernel_count: None,
-            },
-            Vec::new(),
-            0,
-        ),
-    };
+    hook_error = hook_error.or(sup.hook_error.take());
+    let (landlock_state, landlock_denials, landlock_denials_total) = landlock.finish(started);
+    drop(signals);
 
-    if let Some((_, set)) = signals {
-        // SAFETY: restoring the mask we changed, with a valid sigset_t.
-        unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-    }
-
-    let (_, raw_status, usage) =
-        sys::wait4(pid, 0).map_err(|e| JailError::io("wait for sandbox", e))?;
-    let mut scratch_full = 0u32;
-    let workload_status = match level {
-        IsolationLevel::Namespaces => {
-            let mut buf = [0u8; 8];
-            match rustix::io::read(&status_rd, &mut buf) {
-                Ok(8) => {
-                    scratch_full = u32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
-                    Some(decode_status(i32::from_ne_bytes([
-                        buf[0], buf[1], buf[2], buf[3],
-                    ])))
-                }
-                _ => None,
-            }
-        }
-        IsolationLevel::Process => Some(decode_status(raw_status)),
-    };
-    if level == IsolationLevel::Process {
-        // Without a PID namespace, stragglers are found through the cgroup.
-        if let Some(g) = &group {
-            for dir in g.dirs() {
-                let _ = fs::write(dir.join("cgroup.kill"), "1");
-            }
-        }
-        // SAFETY: kill(2) on the workload's process group.
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    }
-
-    let stats = group.as_ref().map(Cgroup::stats).unwrap_or_default();
-    cleanup_group(&mut group);
-    if let Some(j) = janitor {
-        j.finish();
-    }
-
+    let reaped = reap(pid, level, &parent.status, groups.group.as_ref())?;
+    let stats = groups.release();
     let wall_time = started.elapsed();
-    let tv =
-        |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32).saturating_mul(1000));
-    let user_time = stats
-        .user_usec
-        .map_or_else(|| tv(usage.ru_utime), Duration::from_micros);
-    let system_time = stats
-        .system_usec
-        .map_or_else(|| tv(usage.ru_stime), Duration::from_micros);
-    let (peak_memory, peak_memory_source) = match stats.peak_memory {
-        Some(p) => (Some(p), Some("cgroup".to_owned())),
-        None => (
-            Some(usage.ru_maxrss as u64 * 1024),
-            Some("rusage_max_process".to_owned()),
-        ),
-    };
-
+    let usage = Usage::of(&stats, &reaped.usage);
     record_layers(
         &mut enforcement,
         spec,
         &program,
         &sup,
-        rlimit_pids,
-        rlimit_memory,
+        groups.rlimit_pids,
+        groups.rlimit_memory,
     );
-
     let breaches = Breaches {
         oom_kills: stats.oom_kills,
         pids_limit_hits: stats.pids_limit_hits,
         output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
-        tmp_full: scratch_full & crate::child::SCRATCH_TMP_FULL != 0,
-        shm_full: scratch_full & crate::child::SCRATCH_SHM_FULL != 0,
-        file_at_size_limit: scratch_full & crate::child::SCRATCH_FILE_AT_LIMIT != 0,
+        tmp_full: reaped.scratch_full & crate::child::SCRATCH_TMP_FULL != 0,
+        shm_full: reaped.scratch_full & crate::child::SCRATCH_SHM_FULL != 0,
+        file_at_size_limit: reaped.scratch_full & crate::child::SCRATCH_FILE_AT_LIMIT != 0,
     };
     if let Some(e) = hook_error {
         return Err(JailError::Hook(e));
@@ -561,35 +346,36 @@ fn run_level(
     let (reason, exit_code, message) = classify(
         spec,
         &sup,
-        workload_status,
+        reaped.workload,
         &breaches,
-        raw_status,
-        user_time + system_time,
+        reaped.raw_status,
+        usage.user_time + usage.system_time,
     );
-    if reason == EndReason::SetupFailed {
-        if let Some(ChildReport::Setup {
+    if let (
+        EndReason::SetupFailed,
+        Some(ChildReport::Setup {
             layer,
             message,
             fix,
-        }) = sup.setup_error.clone()
-        {
-            return Err(JailError::Setup {
-                layer,
-                message,
-                fix,
-            });
-        }
+        }),
+    ) = (reason, sup.setup_error.clone())
+    {
+        return Err(JailError::Setup {
+            layer,
+            message,
+            fix,
+        });
     }
     Ok(Outcome {
         exit_code,
         reason,
-        status: workload_status,
+        status: reaped.workload,
         message,
         wall_time,
-        user_time,
-        system_time,
-        peak_memory,
-        peak_memory_source,
+        user_time: usage.user_time,
+        system_time: usage.system_time,
+        peak_memory: usage.peak_memory,
+        peak_memory_source: usage.peak_memory_source,
         stdout: sup.out[0],
         stderr: sup.out[1],
         breaches,
@@ -601,6 +387,386 @@ fn run_level(
         landlock_denials_total,
         landlock_log: landlock_state,
     })
+}
+
+/// Refuse a spec the isolation level cannot honour.
+fn refuse_unsupported(spec: &Spec) -> Result<()> {
+    if spec.network == NetworkMode::Proxy && spec.isolation.level == IsolationLevel::Process {
+        return Err(JailError::setup(
+            Layer::NetworkNamespace,
+            "egress through the proxy needs a network namespace, which the process isolation level does not have",
+            Some("allow user namespaces on this host, or run without network access"),
+        ));
+    }
+    Ok(())
+}
+
+/// The sandbox's control groups (if any could be made), the janitor that
+/// removes them should this process die, and which limits fall back to
+/// rlimits.
+struct Groups {
+    group: Option<Cgroup>,
+    janitor: Option<Janitor>,
+    rlimit_memory: bool,
+    rlimit_pids: bool,
+}
+
+impl Groups {
+    /// Create the groups and record the cgroup layer's state.
+    fn create(spec: &Spec, enforcement: &mut Enforcement) -> Result<Groups> {
+        let support = cgroup::probe();
+        enforcement.cgroup = support.label().to_owned();
+        let name = format!("cordon-{}-{:x}", std::process::id(), random_u64());
+        let group = match Cgroup::create(&support, &name, spec.limits.memory, spec.limits.pids) {
+            Ok(g) => {
+                enforcement.record(Layer::Cgroup, support.complete(), cgroup_detail(&support));
+                Some(g)
+            }
+            Err(e) => {
+                enforcement.cgroup = "none".into();
+                enforcement.record(
+                    Layer::Cgroup,
+                    false,
+                    format!("cannot create cgroup: {e}; using rlimits"),
+                );
+                None
+            }
+        };
+        let janitor = match &group {
+            Some(g) => Some(Janitor::start(g.dirs().to_vec())?),
+            None => None,
+        };
+        Ok(Groups {
+            rlimit_memory: group.is_none() || support.memory.is_none(),
+            rlimit_pids: group.is_none() || support.pids.is_none(),
+            group,
+            janitor,
+        })
+    }
+
+    /// Read the final counters, remove the groups and let the janitor go.
+    /// Idempotent.
+    fn release(&mut self) -> cgroup::Stats {
+        let stats = self.group.as_ref().map(Cgroup::stats).unwrap_or_default();
+        if let Some(g) = self.group.as_mut() {
+            g.remove();
+        }
+        if let Some(j) = self.janitor.take() {
+            j.finish();
+        }
+        stats
+    }
+}
+
+/// The controllers in use and, when some are missing, why.
+fn cgroup_detail(support: &cgroup::Support) -> String {
+    let mut detail = Vec::new();
+    for (what, place) in [
+        ("memory", &support.memory),
+        ("pids", &support.pids),
+        ("cpu", &support.cpu),
+    ] {
+        if let Some(p) = place {
+            detail.push(format!("{what}:{:?}", p.version).to_lowercase());
+        }
+    }
+    let mut text = detail.join(" ");
+    if !support.complete() {
+        text.push_str(&format!(
+            "; missing controllers fall back to rlimits ({})",
+            support.problems.join("; ")
+        ));
+    }
+    text
+}
+
+/// The supervisor's ends of the channels to the sandbox.
+struct ParentEnds {
+    /// One byte on it lets the child go.
+    sync: OwnedFd,
+    report: OwnedFd,
+    /// The workload's wait status and scratch state, from the init.
+    status: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    /// Carries the proxy listener and the seccomp listener from the
+    /// sandbox; the kernel tells this end who sent each (SO_PASSCRED).
+    control: OwnedFd,
+}
+
+/// The sandbox's ends, closed in the supervisor once it is cloned.
+struct ChildEnds {
+    sync: OwnedFd,
+    report: OwnedFd,
+    status: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    control: OwnedFd,
+}
+
+impl ChildEnds {
+    fn fds(&self) -> ChildFds {
+        ChildFds {
+            sync: self.sync.as_raw_fd(),
+            report: self.report.as_raw_fd(),
+            status: self.status.as_raw_fd(),
+            stdout: self.stdout.as_raw_fd(),
+            stderr: self.stderr.as_raw_fd(),
+            control: Some(self.control.as_raw_fd()),
+        }
+    }
+}
+
+fn open_channels() -> Result<(ParentEnds, ChildEnds)> {
+    let (sync_rd, sync_wr) = pipe()?;
+    let (report_rd, report_wr) = pipe()?;
+    let (status_rd, status_wr) = pipe()?;
+    let (out_rd, out_wr) = pipe()?;
+    let (err_rd, err_wr) = pipe()?;
+    let (control, control_child) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| JailError::io("socketpair", e.into()))?;
+    rustix::net::sockopt::set_socket_passcred(&control, true)
+        .map_err(|e| JailError::io("SO_PASSCRED", e.into()))?;
+    Ok((
+        ParentEnds {
+            sync: sync_wr,
+            report: report_rd,
+            status: status_rd,
+            stdout: out_rd,
+            stderr: err_rd,
+            control,
+        },
+        ChildEnds {
+            sync: sync_rd,
+            report: report_wr,
+            status: status_wr,
+            stdout: out_wr,
+            stderr: err_wr,
+            control: control_child,
+        },
+    ))
+}
+
+/// The kernel's Landlock audit log, when the run observes it.
+struct LandlockWatch {
+    log: Option<crate::kaudit::LandlockLog>,
+    /// Why it is not observed.
+    unobserved: Option<String>,
+}
+
+impl LandlockWatch {
+    fn open(options: RunOptions) -> LandlockWatch {
+        if !options.observe_landlock {
+            return LandlockWatch {
+                log: None,
+                unobserved: Some("not requested".to_string()),
+            };
+        }
+        match crate::kaudit::LandlockLog::open() {
+            Ok(log) => LandlockWatch {
+                log: Some(log),
+                unobserved: None,
+            },
+            Err(why) => LandlockWatch {
+                log: None,
+                unobserved: Some(why),
+            },
+        }
+    }
+
+    fn finish(
+        self,
+        started: Instant,
+    ) -> (crate::LandlockLogState, Vec<crate::LandlockDenial>, u64) {
+        match self.log {
+            Some(log) => log.finish(started, LANDLOCK_LOG_GRACE),
+            None => (
+                crate::LandlockLogState {
+                    observed: false,
+                    detail: self.unobserved.unwrap_or_default(),
+                    kernel_count: None,
+                },
+                Vec::new(),
+                0,
+            ),
+        }
+    }
+}
+
+/// Clone the sandbox's first process into its namespaces (none at the
+/// process level).
+fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
+    let flags = match level {
+        IsolationLevel::Namespaces => NS_FLAGS,
+        IsolationLevel::Process => 0,
+    };
+    sys::clone_sandbox(flags).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::ENOSPC) | Some(libc::EINVAL) | Some(libc::EUSERS)
+            if level == IsolationLevel::Namespaces =>
+        {
+            JailError::Setup {
+                layer: Layer::UserNamespace,
+                message: format!("cannot create user namespaces on this host: {e}"),
+                fix: Some(userns_fix()),
+            }
+        }
+        _ => JailError::io("clone", e),
+    })
+}
+
+/// Identity mapping and cgroup membership, then the go byte.
+fn release_child(
+    pid: libc::pid_t,
+    level: IsolationLevel,
+    group: Option<&Cgroup>,
+    sync: OwnedFd,
+) -> Result<()> {
+    prepare_child(pid, level, group)?;
+    sys::write_all_fd(sync.as_raw_fd(), b"g").map_err(|e| JailError::io("start sandbox", e))
+}
+
+/// The signals `cordon run` forwards, blocked and read from a signalfd;
+/// unblocked again when dropped.
+struct ForwardedSignals {
+    fd: OwnedFd,
+    set: libc::sigset_t,
+}
+
+impl ForwardedSignals {
+    /// Block them before any hook starts a thread, so that threads inherit
+    /// the mask and the signalfd sees them all.
+    fn block() -> Result<ForwardedSignals> {
+        let set = sys::block_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])
+            .map_err(|e| JailError::io("block signals", e))?;
+        let fd = sys::signalfd(&set).map_err(|e| JailError::io("signalfd", e))?;
+        Ok(ForwardedSignals { fd, set })
+    }
+}
+
+impl Drop for ForwardedSignals {
+    fn drop(&mut self) {
+        // SAFETY: restoring the mask we changed, with a valid sigset_t.
+        unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &self.set, std::ptr::null_mut()) };
+    }
+}
+
+/// Tell the hooks the sandbox runs and hand them the proxy listener,
+/// which comes before the workload starts; if the helper fails first, the
+/// socket closes and its report explains why. Returns the first error.
+fn start_hooks(
+    hooks: &mut dyn Hooks,
+    spec: &Spec,
+    pid: libc::pid_t,
+    control: &OwnedFd,
+) -> Option<String> {
+    if let Err(e) = hooks.started(&Started {
+        pid,
+        at: std::time::SystemTime::now(),
+    }) {
+        return Some(e);
+    }
+    if spec.network != NetworkMode::Proxy {
+        return None;
+    }
+    match crate::fdpass::recv_fd(control) {
+        Ok(Some(fd)) => hooks
+            .proxy_listener(std::net::TcpListener::from(fd))
+            .err()
+            .map(|e| format!("cannot start the egress proxy: {e}")),
+        Ok(None) => None,
+        Err(e) => Some(format!("cannot receive the proxy listener: {e}")),
+    }
+}
+
+/// What is known once the sandbox's first process is reaped.
+struct Reaped {
+    /// The first process's own status (the init's at the namespaces level).
+    raw_status: i32,
+    usage: libc::rusage,
+    /// The workload's status, as the init reported it.
+    workload: Option<WaitStatus>,
+    /// `SCRATCH_*` bits: which scratch space was full at the end.
+    scratch_full: u32,
+}
+
+/// Reap the sandbox and learn the workload's status; at the process
+/// level, kill whatever it left behind.
+fn reap(
+    pid: libc::pid_t,
+    level: IsolationLevel,
+    status: &OwnedFd,
+    group: Option<&Cgroup>,
+) -> Result<Reaped> {
+    let (_, raw_status, usage) =
+        sys::wait4(pid, 0).map_err(|e| JailError::io("wait for sandbox", e))?;
+    let mut scratch_full = 0u32;
+    let workload = match level {
+        IsolationLevel::Namespaces => {
+            let mut buf = [0u8; 8];
+            match rustix::io::read(status, &mut buf) {
+                Ok(8) => {
+                    scratch_full = u32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
+                    Some(decode_status(i32::from_ne_bytes([
+                        buf[0], buf[1], buf[2], buf[3],
+                    ])))
+                }
+                _ => None,
+            }
+        }
+        IsolationLevel::Process => {
+            // Without a PID namespace, stragglers are found through the cgroup.
+            if let Some(g) = group {
+                for dir in g.dirs() {
+                    let _ = fs::write(dir.join("cgroup.kill"), "1");
+                }
+            }
+            // SAFETY: kill(2) on the workload's process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            Some(decode_status(raw_status))
+        }
+    };
+    Ok(Reaped {
+        raw_status,
+        usage,
+        workload,
+        scratch_full,
+    })
+}
+
+/// CPU time and peak memory: the cgroup's counters where it has them,
+/// else the kernel's rusage of the reaped process tree.
+struct Usage {
+    user_time: Duration,
+    system_time: Duration,
+    peak_memory: Option<u64>,
+    peak_memory_source: Option<String>,
+}
+
+impl Usage {
+    fn of(stats: &cgroup::Stats, usage: &libc::rusage) -> Usage {
+        let tv = |t: libc::timeval| {
+            Duration::new(t.tv_sec as u64, (t.tv_usec as u32).saturating_mul(1000))
+        };
+        let (peak_memory, source) = match stats.peak_memory {
+            Some(p) => (p, "cgroup"),
+            None => (usage.ru_maxrss as u64 * 1024, "rusage_max_process"),
+        };
+        Usage {
+            user_time: stats
+                .user_usec
+                .map_or_else(|| tv(usage.ru_utime), Duration::from_micros),
+            system_time: stats
+                .system_usec
+                .map_or_else(|| tv(usage.ru_stime), Duration::from_micros),
+            peak_memory: Some(peak_memory),
+            peak_memory_source: Some(source.to_owned()),
+        }
+    }
 }
 
 fn random_u64() -> u64 {
@@ -645,571 +811,5 @@ fn decode_status(status: i32) -> WaitStatus {
         WaitStatus::Exited {
             code: libc::WEXITSTATUS(status),
         }
-    }
-}
-
-/// State of the supervision loop.
-struct Supervision {
-    out: [StreamStats; 2],
-    limit: Option<u64>,
-    on_limit: OutputLimitAction,
-    report: Vec<u8>,
-    setup_error: Option<ChildReport>,
-    exec_error: Option<(String, i32)>,
-    landlock: Option<(u32, bool)>,
-    timed_out: bool,
-    output_killed: bool,
-    interrupted: Option<i32>,
-    denied: Vec<crate::outcome::DeniedCall>,
-    denied_total: u64,
-    /// An error from `Hooks::tick`; the sandbox was killed for it.
-    hook_error: Option<String>,
-}
-
-impl Supervision {
-    fn new(spec: &Spec) -> Supervision {
-        Supervision {
-            out: [StreamStats::default(); 2],
-            limit: spec.limits.output,
-            on_limit: spec.limits.on_output_limit,
-            report: Vec::new(),
-            setup_error: None,
-            exec_error: None,
-            landlock: None,
-            timed_out: false,
-            output_killed: false,
-            interrupted: None,
-            denied: Vec::new(),
-            denied_total: 0,
-            hook_error: None,
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn pump(
-        &mut self,
-        pidfd: &OwnedFd,
-        outputs: [&OwnedFd; 2],
-        report: &OwnedFd,
-        control: Option<&OwnedFd>,
-        started: Instant,
-        signals: Option<&OwnedFd>,
-        deadline: Option<Instant>,
-        sink: &mut dyn OutputSink,
-        level: IsolationLevel,
-        group: Option<&Cgroup>,
-        mut landlock_log: Option<&mut crate::kaudit::LandlockLog>,
-        mut tick: Option<(Instant, &mut dyn Hooks)>,
-    ) {
-        let kill = |sup: &Supervision| {
-            let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
-            if level == IsolationLevel::Process {
-                let _ = sup;
-                if let Some(g) = group {
-                    for dir in g.dirs() {
-                        let _ = fs::write(dir.join("cgroup.kill"), "1");
-                    }
-                }
-            }
-        };
-        let mut open = [true, true];
-        let mut report_open = true;
-        let mut control_open = control.is_some();
-        let mut notify: Option<OwnedFd> = None;
-        let mut exited = false;
-        let mut exited_at: Option<Instant> = None;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            if exited && !open[0] && !open[1] && !report_open {
-                break;
-            }
-            // After the sandbox is gone, give leftover pipe data a moment.
-            if let Some(t) = exited_at {
-                if t.elapsed() > Duration::from_secs(2) {
-                    break;
-                }
-            }
-            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
-            let mut tags: Vec<u8> = Vec::with_capacity(5);
-            let mut add = |fd: RawFd, tag: u8| {
-                fds.push(libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-                tags.push(tag);
-            };
-            if !exited {
-                add(pidfd.as_raw_fd(), b'p');
-            }
-            if open[0] {
-                add(outputs[0].as_raw_fd(), b'o');
-            }
-            if open[1] {
-                add(outputs[1].as_raw_fd(), b'e');
-            }
-            if report_open {
-                add(report.as_raw_fd(), b'r');
-            }
-            if let Some(s) = signals {
-                add(s.as_raw_fd(), b's');
-            }
-            if let (true, Some(c)) = (control_open, control) {
-                add(c.as_raw_fd(), b'c');
-            }
-            if let Some(n) = &notify {
-                add(n.as_raw_fd(), b'n');
-            }
-            if let Some(log) = &landlock_log {
-                add(log.fd().as_raw_fd(), b'a');
-            }
-            let wake = [
-                deadline.filter(|_| !self.timed_out),
-                tick.as_ref().map(|(at, _)| *at),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            let timeout_ms: libc::c_int = match (wake, exited) {
-                (_, true) => 100,
-                (Some(d), false) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    left.as_millis().min(i32::MAX as u128) as libc::c_int
-                        + i32::from(left.subsec_micros() % 1000 != 0)
-                }
-                (None, false) => -1,
-            };
-            // SAFETY: `fds` is a valid array of pollfd of the given length.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-            if n < 0 {
-                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                break;
-            }
-            if let (Some(d), false) = (deadline, self.timed_out) {
-                if !exited && Instant::now() >= d {
-                    self.timed_out = true;
-                    kill(self);
-                }
-            }
-            if tick.as_ref().is_some_and(|(at, _)| Instant::now() >= *at) {
-                if let Some((_, hooks)) = tick.take() {
-                    if !exited {
-                        if let Err(e) = hooks.tick() {
-                            self.hook_error = Some(e);
-                            kill(self);
-                        }
-                    }
-                }
-            }
-            for (pfd, tag) in fds.iter().zip(&tags) {
-                if pfd.revents == 0 {
-                    continue;
-                }
-                match tag {
-                    b'p' => {
-                        exited = true;
-                        exited_at = Some(Instant::now());
-                    }
-                    b'o' | b'e' => {
-                        let idx = usize::from(*tag == b'e');
-                        // SAFETY: reading into our buffer from our pipe.
-                        let r = unsafe {
-                            libc::read(pfd.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len())
-                        };
-                        if r <= 0 {
-                            if r == 0
-                                || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
-                            {
-                                open[idx] = false;
-                            }
-                            continue;
-                        }
-                        let data = &buf[..r as usize];
-                        let stats = &mut self.out[idx];
-                        let room = self
-                            .limit
-                            .map_or(data.len() as u64, |l| l.saturating_sub(stats.kept));
-                        let keep = (data.len() as u64).min(room) as usize;
-                        if keep > 0 {
-                            sink.write(
-                                if idx == 0 {
-                                    Stream::Stdout
-                                } else {
-                                    Stream::Stderr
-                                },
-                                &data[..keep],
-                            );
-                            stats.kept += keep as u64;
-                        }
-                        stats.dropped += (data.len() - keep) as u64;
-                        if stats.dropped > 0
-                            && self.on_limit == OutputLimitAction::Kill
-                            && !self.output_killed
-                        {
-                            self.output_killed = true;
-                            kill(self);
-                        }
-                    }
-                    b'c' => match control.map(crate::fdpass::recv_fd_from) {
-                        // Sent by the workload right after it restricted
-                        // itself with Landlock: the kernel's word for its
-                        // host pid names its Landlock domain's creator.
-                        Some(Ok((Some(fd), sender))) => {
-                            notify = Some(fd);
-                            if let (Some(log), Some(pid)) = (landlock_log.as_deref_mut(), sender) {
-                                log.set_workload(pid);
-                            }
-                        }
-                        _ => control_open = false,
-                    },
-                    b'a' => {
-                        if let Some(log) = landlock_log.as_deref_mut() {
-                            log.drain(started);
-                        }
-                    }
-                    b'n' => {
-                        if pfd.revents & libc::POLLIN != 0 {
-                            if let Some(fd) = &notify {
-                                self.answer_notification(fd.as_raw_fd(), started);
-                            }
-                        } else {
-                            // Every task using the filter is gone.
-                            notify = None;
-                        }
-                    }
-                    b'r' => {
-                        // SAFETY: reading into our buffer from our pipe.
-                        let r = unsafe {
-                            libc::read(pfd.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len())
-                        };
-                        if r <= 0 {
-                            report_open = false;
-                            self.parse_reports();
-                            continue;
-                        }
-                        // The helper sends a few short lines; cap anyway.
-                        if self.report.len() < 64 * 1024 {
-                            self.report.extend_from_slice(&buf[..r as usize]);
-                        }
-                    }
-                    b's' => {
-                        if let Some(sig) = signals.and_then(|s| sys::read_signalfd(s.as_raw_fd())) {
-                            let repeated = self.interrupted.is_some();
-                            self.interrupted = Some(sig);
-                            let signal = if repeated {
-                                rustix::process::Signal::KILL
-                            } else {
-                                // SAFETY: `sig` is one of the signals we blocked, a valid number.
-                                unsafe { rustix::process::Signal::from_raw_unchecked(sig) }
-                            };
-                            let _ = rustix::process::pidfd_send_signal(pidfd, signal);
-                            if level == IsolationLevel::Process {
-                                // SAFETY: kill(2) on the workload's process group.
-                                unsafe { libc::kill(-pidfd_pid(pidfd), sig) };
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if report_open {
-            self.parse_reports();
-        }
-        let _ = pidfd.as_fd();
-    }
-
-    /// Refuse one notified system call with EPERM and keep it as evidence.
-    fn answer_notification(&mut self, fd: RawFd, started: Instant) {
-        use libseccomp::{ScmpNotifReq, ScmpNotifResp, ScmpNotifRespFlags};
-        let Ok(req) = ScmpNotifReq::receive(fd) else {
-            return; // the caller died meanwhile
-        };
-        let _ =
-            ScmpNotifResp::new_error(req.id, -libc::EPERM, ScmpNotifRespFlags::empty()).respond(fd);
-        self.denied_total += 1;
-        if self.denied.len() < 256 {
-            let nr = i32::from(req.data.syscall);
-            self.denied.push(crate::outcome::DeniedCall {
-                syscall: req
-                    .data
-                    .syscall
-                    .get_name()
-                    .unwrap_or_else(|_| format!("syscall_{nr}")),
-                nr,
-                args: req.data.args,
-                pid: req.pid,
-                at_ms: started.elapsed().as_millis() as u64,
-            });
-        }
-    }
-
-    fn parse_reports(&mut self) {
-        for line in self.report.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            match serde_json::from_slice::<ChildReport>(line) {
-                Ok(ChildReport::Landlock { abi, fully }) => self.landlock = Some((abi, fully)),
-                Ok(ChildReport::Exec { program, errno }) => {
-                    self.exec_error = Some((program, errno))
-                }
-                Ok(r @ ChildReport::Setup { .. }) => self.setup_error = Some(r),
-                Err(_) => {}
-            }
-        }
-        self.report.clear();
-    }
-}
-
-fn pidfd_pid(pidfd: &OwnedFd) -> libc::pid_t {
-    // Read "Pid:" from /proc/self/fdinfo/N.
-    let text =
-        fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix("Pid:").and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0)
-}
-
-fn classify(
-    spec: &Spec,
-    sup: &Supervision,
-    status: Option<WaitStatus>,
-    breaches: &Breaches,
-    init_status: i32,
-    cpu_used: Duration,
-) -> (EndReason, i32, Option<String>) {
-    if let Some(ChildReport::Setup { layer, message, .. }) = &sup.setup_error {
-        return (
-            EndReason::SetupFailed,
-            125,
-            Some(format!("{layer}: {message}")),
-        );
-    }
-    if let Some((program, errno)) = &sup.exec_error {
-        let (code, text) = if *errno == libc::ENOENT {
-            (127, format!("{program}: command not found in the sandbox (PATH is searched inside; bind its directory with --ro if it lives elsewhere)"))
-        } else {
-            (
-                126,
-                format!(
-                    "{program}: cannot execute: {}",
-                    io::Error::from_raw_os_error(*errno)
-                ),
-            )
-        };
-        return (EndReason::ExecFailed, code, Some(text));
-    }
-    if sup.timed_out {
-        let limit = spec
-            .limits
-            .wall
-            .map(|d| format!("{:?}", d))
-            .unwrap_or_default();
-        return (
-            EndReason::Timeout,
-            124,
-            Some(format!("killed at the wall-clock deadline ({limit})")),
-        );
-    }
-    if sup.output_killed {
-        return (
-            EndReason::OutputLimit,
-            128 + libc::SIGKILL,
-            Some("killed: output passed its limit".into()),
-        );
-    }
-    let memory_msg = || {
-        Some(format!(
-            "killed by the memory limit ({} bytes)",
-            spec.limits.memory.unwrap_or(0)
-        ))
-    };
-    match status {
-        Some(WaitStatus::Exited { code }) => {
-            if code != 0 && breaches.pids_limit_hits > 0 {
-                (
-                    EndReason::PidsLimit,
-                    code,
-                    Some("the process limit was reached".into()),
-                )
-            } else if code != 0 && breaches.oom_kills > 0 {
-                (EndReason::MemoryLimit, code, memory_msg())
-            } else {
-                (EndReason::Exited, code, None)
-            }
-        }
-        Some(WaitStatus::Signaled { signal, .. }) => {
-            let code = 128 + signal;
-            if signal == libc::SIGKILL && breaches.oom_kills > 0 {
-                (EndReason::MemoryLimit, code, memory_msg())
-            } else if signal == libc::SIGXCPU
-                || (signal == libc::SIGKILL
-                    && spec.limits.cpu.is_some()
-                    && sup.interrupted.is_none()
-                    && breaches.oom_kills == 0
-                    && cpu_exhausted(spec, cpu_used))
-            {
-                (
-                    EndReason::CpuLimit,
-                    code,
-                    Some("the CPU time limit was reached".into()),
-                )
-            } else if signal == libc::SIGXFSZ {
-                (
-                    EndReason::FileSizeLimit,
-                    code,
-                    Some("the file size limit was reached".into()),
-                )
-            } else if sup.interrupted.is_some() {
-                (EndReason::Interrupted, code, Some("interrupted".into()))
-            } else {
-                (EndReason::Signal, code, None)
-            }
-        }
-        None => {
-            if breaches.oom_kills > 0 {
-                (EndReason::MemoryLimit, 128 + libc::SIGKILL, memory_msg())
-            } else if sup.interrupted.is_some() {
-                (
-                    EndReason::Interrupted,
-                    128 + libc::SIGKILL,
-                    Some("interrupted".into()),
-                )
-            } else {
-                let code = if libc::WIFSIGNALED(init_status) {
-                    128 + libc::WTERMSIG(init_status)
-                } else {
-                    libc::WEXITSTATUS(init_status)
-                };
-                (
-                    EndReason::Signal,
-                    code,
-                    Some("the sandbox ended without a status from its init".into()),
-                )
-            }
-        }
-    }
-}
-
-/// A SIGKILL is the CPU limit's when the sandbox used at least the limit's
-/// worth of CPU: RLIMIT_CPU's soft limit sends SIGXCPU first, and a process
-/// that catches or ignores it is killed at the hard limit one second later.
-fn cpu_exhausted(spec: &Spec, cpu_used: Duration) -> bool {
-    spec.limits.cpu.is_some_and(|limit| cpu_used >= limit)
-}
-
-fn record_layers(
-    e: &mut Enforcement,
-    spec: &Spec,
-    program: &seccomp::SeccompProgram,
-    sup: &Supervision,
-    rlimit_pids: bool,
-    rlimit_memory: bool,
-) {
-    if spec.isolation.level == IsolationLevel::Namespaces {
-        e.record(
-            Layer::UserNamespace,
-            true,
-            format!(
-                "uid {SANDBOX_UID} inside = uid {} outside",
-                rustix::process::getuid().as_raw()
-            ),
-        );
-        e.record(
-            Layer::MountNamespace,
-            true,
-            "fresh tmpfs root via pivot_root; only declared paths bound",
-        );
-        e.record(
-            Layer::PidNamespace,
-            true,
-            "own PID namespace with an init that reaps and forwards signals",
-        );
-        let net = match spec.network {
-            NetworkMode::None => "loopback only, no socket families; IPC and UTS namespaces too".to_owned(),
-            NetworkMode::Loopback => "loopback only; IPC and UTS namespaces too".to_owned(),
-            NetworkMode::Proxy => format!(
-                "loopback only; egress solely through cordon's proxy at 127.0.0.1:{} (TCP connect limited to it by Landlock where the ABI allows); IPC and UTS namespaces too",
-                spec.proxy_port
-            ),
-        };
-        e.record(Layer::NetworkNamespace, true, net);
-    } else {
-        e.record(
-            Layer::UserNamespace,
-            false,
-            "process isolation level: no namespaces",
-        );
-        e.record(
-            Layer::Filesystem,
-            true,
-            "Landlock is the filesystem boundary",
-        );
-    }
-    e.record(
-        Layer::Seccomp,
-        true,
-        format!(
-            "{} BPF instructions; denied syscalls return EPERM; foreign ABIs kill",
-            program.len()
-        ),
-    );
-    match sup.landlock {
-        Some((abi, fully)) if abi > 0 => {
-            e.landlock_abi = abi;
-            e.record(
-                Layer::Landlock,
-                true,
-                format!(
-                    "ABI {abi}{}",
-                    if fully {
-                        ""
-                    } else {
-                        " (partially: the kernel lacks some access rights)"
-                    }
-                ),
-            );
-        }
-        _ => e.record(
-            Layer::Landlock,
-            false,
-            "not available on this kernel (accepted by the profile)",
-        ),
-    }
-    e.record(
-        Layer::Capabilities,
-        true,
-        "all dropped (bounding, ambient, inheritable); no_new_privs",
-    );
-    let mut rl = vec!["core=1 (no dumps)".to_owned()];
-    if spec.limits.cpu.is_some() {
-        rl.push("cpu".into());
-    }
-    if spec.limits.open_files.is_some() {
-        rl.push("nofile".into());
-    }
-    if spec.limits.file_size.is_some() {
-        rl.push("fsize".into());
-    }
-    if spec.limits.pids.is_some() {
-        rl.push(
-            if rlimit_pids {
-                "nproc (instead of cgroup pids)"
-            } else {
-                "nproc"
-            }
-            .into(),
-        );
-    }
-    if spec.limits.memory.is_some() && rlimit_memory {
-        rl.push("as (instead of cgroup memory)".into());
-    }
-    e.record(Layer::Rlimits, true, rl.join(", "));
-    if let Some(w) = spec.limits.wall {
-        e.record(
-            Layer::Deadline,
-            true,
-            format!("{:.3}s wall clock", w.as_secs_f64()),
-        );
     }
 }

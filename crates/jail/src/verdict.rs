@@ -1,0 +1,255 @@
+//! What a finished run amounts to: why it ended, with which exit code, and
+//! which layers were in force.
+
+use std::io;
+use std::time::Duration;
+
+use crate::error::ChildReport;
+use crate::outcome::{Breaches, EndReason, Enforcement, WaitStatus};
+use crate::seccomp;
+use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec, SANDBOX_UID};
+use crate::supervise::Supervision;
+
+pub(crate) fn classify(
+    spec: &Spec,
+    sup: &Supervision,
+    status: Option<WaitStatus>,
+    breaches: &Breaches,
+    init_status: i32,
+    cpu_used: Duration,
+) -> (EndReason, i32, Option<String>) {
+    if let Some(ChildReport::Setup { layer, message, .. }) = &sup.setup_error {
+        return (
+            EndReason::SetupFailed,
+            125,
+            Some(format!("{layer}: {message}")),
+        );
+    }
+    if let Some((program, errno)) = &sup.exec_error {
+        let (code, text) = if *errno == libc::ENOENT {
+            (127, format!("{program}: command not found in the sandbox (PATH is searched inside; bind its directory with --ro if it lives elsewhere)"))
+        } else {
+            (
+                126,
+                format!(
+                    "{program}: cannot execute: {}",
+                    io::Error::from_raw_os_error(*errno)
+                ),
+            )
+        };
+        return (EndReason::ExecFailed, code, Some(text));
+    }
+    if sup.timed_out {
+        let limit = spec
+            .limits
+            .wall
+            .map(|d| format!("{:?}", d))
+            .unwrap_or_default();
+        return (
+            EndReason::Timeout,
+            124,
+            Some(format!("killed at the wall-clock deadline ({limit})")),
+        );
+    }
+    if sup.output_killed {
+        return (
+            EndReason::OutputLimit,
+            128 + libc::SIGKILL,
+            Some("killed: output passed its limit".into()),
+        );
+    }
+    let memory_msg = || {
+        Some(format!(
+            "killed by the memory limit ({} bytes)",
+            spec.limits.memory.unwrap_or(0)
+        ))
+    };
+    match status {
+        Some(WaitStatus::Exited { code }) => {
+            if code != 0 && breaches.pids_limit_hits > 0 {
+                (
+                    EndReason::PidsLimit,
+                    code,
+                    Some("the process limit was reached".into()),
+                )
+            } else if code != 0 && breaches.oom_kills > 0 {
+                (EndReason::MemoryLimit, code, memory_msg())
+            } else {
+                (EndReason::Exited, code, None)
+            }
+        }
+        Some(WaitStatus::Signaled { signal, .. }) => {
+            let code = 128 + signal;
+            if signal == libc::SIGKILL && breaches.oom_kills > 0 {
+                (EndReason::MemoryLimit, code, memory_msg())
+            } else if signal == libc::SIGXCPU
+                || (signal == libc::SIGKILL
+                    && spec.limits.cpu.is_some()
+                    && sup.interrupted.is_none()
+                    && breaches.oom_kills == 0
+                    && cpu_exhausted(spec, cpu_used))
+            {
+                (
+                    EndReason::CpuLimit,
+                    code,
+                    Some("the CPU time limit was reached".into()),
+                )
+            } else if signal == libc::SIGXFSZ {
+                (
+                    EndReason::FileSizeLimit,
+                    code,
+                    Some("the file size limit was reached".into()),
+                )
+            } else if sup.interrupted.is_some() {
+                (EndReason::Interrupted, code, Some("interrupted".into()))
+            } else {
+                (EndReason::Signal, code, None)
+            }
+        }
+        None => {
+            if breaches.oom_kills > 0 {
+                (EndReason::MemoryLimit, 128 + libc::SIGKILL, memory_msg())
+            } else if sup.interrupted.is_some() {
+                (
+                    EndReason::Interrupted,
+                    128 + libc::SIGKILL,
+                    Some("interrupted".into()),
+                )
+            } else {
+                let code = if libc::WIFSIGNALED(init_status) {
+                    128 + libc::WTERMSIG(init_status)
+                } else {
+                    libc::WEXITSTATUS(init_status)
+                };
+                (
+                    EndReason::Signal,
+                    code,
+                    Some("the sandbox ended without a status from its init".into()),
+                )
+            }
+        }
+    }
+}
+
+/// A SIGKILL is the CPU limit's when the sandbox used at least the limit's
+/// worth of CPU: RLIMIT_CPU's soft limit sends SIGXCPU first, and a process
+/// that catches or ignores it is killed at the hard limit one second later.
+fn cpu_exhausted(spec: &Spec, cpu_used: Duration) -> bool {
+    spec.limits.cpu.is_some_and(|limit| cpu_used >= limit)
+}
+
+pub(crate) fn record_layers(
+    e: &mut Enforcement,
+    spec: &Spec,
+    program: &seccomp::SeccompProgram,
+    sup: &Supervision,
+    rlimit_pids: bool,
+    rlimit_memory: bool,
+) {
+    if spec.isolation.level == IsolationLevel::Namespaces {
+        e.record(
+            Layer::UserNamespace,
+            true,
+            format!(
+                "uid {SANDBOX_UID} inside = uid {} outside",
+                rustix::process::getuid().as_raw()
+            ),
+        );
+        e.record(
+            Layer::MountNamespace,
+            true,
+            "fresh tmpfs root via pivot_root; only declared paths bound",
+        );
+        e.record(
+            Layer::PidNamespace,
+            true,
+            "own PID namespace with an init that reaps and forwards signals",
+        );
+        let net = match spec.network {
+            NetworkMode::None => "loopback only, no socket families; IPC and UTS namespaces too".to_owned(),
+            NetworkMode::Loopback => "loopback only; IPC and UTS namespaces too".to_owned(),
+            NetworkMode::Proxy => format!(
+                "loopback only; egress solely through cordon's proxy at 127.0.0.1:{} (TCP connect limited to it by Landlock where the ABI allows); IPC and UTS namespaces too",
+                spec.proxy_port
+            ),
+        };
+        e.record(Layer::NetworkNamespace, true, net);
+    } else {
+        e.record(
+            Layer::UserNamespace,
+            false,
+            "process isolation level: no namespaces",
+        );
+        e.record(
+            Layer::Filesystem,
+            true,
+            "Landlock is the filesystem boundary",
+        );
+    }
+    e.record(
+        Layer::Seccomp,
+        true,
+        format!(
+            "{} BPF instructions; denied syscalls return EPERM; foreign ABIs kill",
+            program.len()
+        ),
+    );
+    match sup.landlock {
+        Some((abi, fully)) if abi > 0 => {
+            e.landlock_abi = abi;
+            e.record(
+                Layer::Landlock,
+                true,
+                format!(
+                    "ABI {abi}{}",
+                    if fully {
+                        ""
+                    } else {
+                        " (partially: the kernel lacks some access rights)"
+                    }
+                ),
+            );
+        }
+        _ => e.record(
+            Layer::Landlock,
+            false,
+            "not available on this kernel (accepted by the profile)",
+        ),
+    }
+    e.record(
+        Layer::Capabilities,
+        true,
+        "all dropped (bounding, ambient, inheritable); no_new_privs",
+    );
+    let mut rl = vec!["core=1 (no dumps)".to_owned()];
+    if spec.limits.cpu.is_some() {
+        rl.push("cpu".into());
+    }
+    if spec.limits.open_files.is_some() {
+        rl.push("nofile".into());
+    }
+    if spec.limits.file_size.is_some() {
+        rl.push("fsize".into());
+    }
+    if spec.limits.pids.is_some() {
+        rl.push(
+            if rlimit_pids {
+                "nproc (instead of cgroup pids)"
+            } else {
+                "nproc"
+            }
+            .into(),
+        );
+    }
+    if spec.limits.memory.is_some() && rlimit_memory {
+        rl.push("as (instead of cgroup memory)".into());
+    }
+    e.record(Layer::Rlimits, true, rl.join(", "));
+    if let Some(w) = spec.limits.wall {
+        e.record(
+            Layer::Deadline,
+            true,
+            format!("{:.3}s wall clock", w.as_secs_f64()),
+        );
+    }
+}
