@@ -270,7 +270,7 @@ fn run_level(
             plan: plan.as_ref(),
             seccomp: &program,
             cgroup: groups.group.as_ref(),
-            fds: child_ends.fds(),
+            fds: child_ends.child_fds(),
             rlimit_pids: groups.rlimit_pids,
             rlimit_memory: groups.rlimit_memory,
             landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
@@ -480,32 +480,26 @@ fn cgroup_detail(support: &cgroup::Support) -> String {
     text
 }
 
-/// The supervisor's ends of the channels to the sandbox.
-struct ParentEnds {
+/// One side's ends of the channels between the supervisor and the
+/// sandbox (each pipe's end the side uses, one socket of the pair).
+struct Ends {
     /// One byte on it lets the child go.
     sync: OwnedFd,
+    /// JSON lines from the init and the workload.
     report: OwnedFd,
     /// The workload's wait status and scratch state, from the init.
     status: OwnedFd,
     stdout: OwnedFd,
     stderr: OwnedFd,
     /// Carries the proxy listener and the seccomp listener from the
-    /// sandbox; the kernel tells this end who sent each (SO_PASSCRED).
+    /// sandbox; the kernel tells the supervisor's end who sent each
+    /// (SO_PASSCRED).
     control: OwnedFd,
 }
 
-/// The sandbox's ends, closed in the supervisor once it is cloned.
-struct ChildEnds {
-    sync: OwnedFd,
-    report: OwnedFd,
-    status: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    control: OwnedFd,
-}
-
-impl ChildEnds {
-    fn fds(&self) -> ChildFds {
+impl Ends {
+    /// The sandbox's ends as the child sees them.
+    fn child_fds(&self) -> ChildFds {
         ChildFds {
             sync: self.sync.as_raw_fd(),
             report: self.report.as_raw_fd(),
@@ -517,12 +511,15 @@ impl ChildEnds {
     }
 }
 
-fn open_channels() -> Result<(ParentEnds, ChildEnds)> {
-    let (sync_rd, sync_wr) = pipe()?;
-    let (report_rd, report_wr) = pipe()?;
-    let (status_rd, status_wr) = pipe()?;
-    let (out_rd, out_wr) = pipe()?;
-    let (err_rd, err_wr) = pipe()?;
+/// The supervisor's ends and the sandbox's (closed in the supervisor once
+/// it has cloned).
+fn open_channels() -> Result<(Ends, Ends)> {
+    let [sync, report, status, stdout, stderr] = [(); 5].map(|()| pipe());
+    let (sync_rd, sync_wr) = sync?;
+    let (report_rd, report_wr) = report?;
+    let (status_rd, status_wr) = status?;
+    let (out_rd, out_wr) = stdout?;
+    let (err_rd, err_wr) = stderr?;
     let (control, control_child) = rustix::net::socketpair(
         rustix::net::AddressFamily::UNIX,
         rustix::net::SocketType::SEQPACKET,
@@ -532,24 +529,23 @@ fn open_channels() -> Result<(ParentEnds, ChildEnds)> {
     .map_err(|e| JailError::io("socketpair", e.into()))?;
     rustix::net::sockopt::set_socket_passcred(&control, true)
         .map_err(|e| JailError::io("SO_PASSCRED", e.into()))?;
-    Ok((
-        ParentEnds {
-            sync: sync_wr,
-            report: report_rd,
-            status: status_rd,
-            stdout: out_rd,
-            stderr: err_rd,
-            control,
-        },
-        ChildEnds {
-            sync: sync_rd,
-            report: report_wr,
-            status: status_wr,
-            stdout: out_wr,
-            stderr: err_wr,
-            control: control_child,
-        },
-    ))
+    let parent = Ends {
+        sync: sync_wr,
+        report: report_rd,
+        status: status_rd,
+        stdout: out_rd,
+        stderr: err_rd,
+        control,
+    };
+    let child = Ends {
+        sync: sync_rd,
+        report: report_wr,
+        status: status_wr,
+        stdout: out_wr,
+        stderr: err_wr,
+        control: control_child,
+    };
+    Ok((parent, child))
 }
 
 /// The kernel's Landlock audit log, when the run observes it.
