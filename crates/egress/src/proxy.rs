@@ -1653,6 +1653,20 @@ mod tests {
                 ("fe80::1", "private-address fe80::1"),
                 ("::ffff:10.0.0.5", "private-address ::ffff:10.0.0.5"),
                 ("224.0.0.1", "private-address 224.0.0.1"),
+                // IPv6 forms that carry an IPv4 address (SIIT, NAT64, 6to4,
+                // Teredo): judged by that address.
+                (
+                    "::ffff:0:169.254.169.254",
+                    "metadata-address ::ffff:0:a9fe:a9fe",
+                ),
+                ("::ffff:0:127.0.0.1", "private-address ::ffff:0:7f00:1"),
+                ("64:ff9b::7f00:1", "private-address 64:ff9b::7f00:1"),
+                ("64:ff9b:1::a00:1", "private-address 64:ff9b:1::a00:1"),
+                ("2002:a9fe:a9fe::1", "metadata-address 2002:a9fe:a9fe::1"),
+                (
+                    "2001:0:808:808::80ff:fffe",
+                    "private-address 2001:0:808:808::80ff:fffe",
+                ),
             ] {
                 let r = shared.resolve(ip, true, 80).await.err().unwrap();
                 assert_eq!(r.rule, rule);

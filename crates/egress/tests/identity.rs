@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{curl, have, overrides, rules, Proxy, Seen, TempDir};
+use common::{curl, have, overrides, rules, skip_unless, Proxy, Seen, TempDir};
 use cordon_egress::{
     Decision, EgressConfig, EgressEvent, HostRule, Identity, InjectWhere, Protocol, SecretBinding,
 };
@@ -24,18 +24,6 @@ const API_VALUE: &str = "s3cr3t-api-value-0001";
 const API_PH: &str = "cordon-api_token-00000000000000000000000000000001";
 const OTHER_VALUE: &str = "hunter2-other-value";
 const OTHER_PH: &str = "cordon-other_token-0000000000000000000000000000002";
-
-/// Prints `SKIPPED`, or panics under CORDON_TESTS_REQUIRE_ALL=1.
-fn skip_unless(test: &str, ok: bool, why: &str) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("CORDON_TESTS_REQUIRE_ALL").as_deref() == Ok("1") {
-        panic!("{test}: required but cannot run: {why}");
-    }
-    eprintln!("SKIPPED: {test}: {why}");
-    false
-}
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

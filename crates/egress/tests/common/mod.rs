@@ -15,9 +15,22 @@ use cordon_egress::{
     Egress, EgressConfig, EgressEvent, EgressSummary, HostRule, OverrideAddr, ProxyHandle,
 };
 
-/// Writes past the test harness's output capture, so a skip is always seen.
+/// Says SKIPPED (past the test harness's output capture, so it is always
+/// seen), or, with CORDON_TESTS_REQUIRE_ALL set (as in CI), fails the test:
+/// a check that cannot run there must not pass silently.
 pub fn skip(test: &str, why: &str) {
+    if std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_some() {
+        panic!("{test}: required but cannot run here: {why}");
+    }
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// `true` when the test can go on; otherwise [`skip`]s it.
+pub fn skip_unless(test: &str, ok: bool, why: &str) -> bool {
+    if !ok {
+        skip(test, why);
+    }
+    ok
 }
 
 pub fn have(cmd: &str) -> bool {
