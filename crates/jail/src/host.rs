@@ -82,10 +82,10 @@ fn seccomp_check() -> Check {
         notify: true,
     }) {
         Ok(p) => Check::ok(format!(
-            "seccomp-bpf with libseccomp; default filter {} instructions",
+            "seccomp-bpf, filter generated in-process; default filter {} instructions",
             p.len()
         )),
-        Err(e) => Check::missing(e.to_string(), "install libseccomp 2.5 or newer"),
+        Err(e) => Check::missing(e.to_string(), "report this as a bug in cordon"),
     }
 }
 

@@ -378,23 +378,17 @@ impl Supervision {
 
     /// Refuse one notified system call with EPERM and keep it as evidence.
     fn answer_notification(&mut self, fd: RawFd, started: Instant) {
-        use libseccomp::{ScmpNotifReq, ScmpNotifResp, ScmpNotifRespFlags};
-        let Ok(req) = ScmpNotifReq::receive(fd) else {
+        use crate::seccomp;
+        let Some(req) = seccomp::notify::receive(fd) else {
             return; // the caller died meanwhile
         };
-        let _ =
-            ScmpNotifResp::new_error(req.id, -libc::EPERM, ScmpNotifRespFlags::empty()).respond(fd);
+        seccomp::notify::answer_error(fd, req.id, libc::EPERM);
         self.denied_total += 1;
         if self.denied.len() < 256 {
-            let nr = i32::from(req.data.syscall);
             self.denied.push(crate::outcome::DeniedCall {
-                syscall: req
-                    .data
-                    .syscall
-                    .get_name()
-                    .unwrap_or_else(|_| format!("syscall_{nr}")),
-                nr,
-                args: req.data.args,
+                syscall: seccomp::syscall_name(req.nr),
+                nr: req.nr,
+                args: req.args,
                 pid: req.pid,
                 at_ms: started.elapsed().as_millis() as u64,
             });
