@@ -7,6 +7,7 @@ mod audit_bridge;
 mod audit_cmd;
 mod doctor_cmd;
 mod egress_bridge;
+mod host_tools;
 mod plan;
 mod profile_cmd;
 mod run_cmd;

@@ -33,7 +33,7 @@ fn set_env(env: &mut Vec<(String, String)>, key: &str, value: String) {
 
 /// Build the spec for `argv` under `profile`, run from `cwd`.
 pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Result<Spec> {
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    let home = home_dir();
     let mut binds = Vec::new();
     let lexical_cwd = cordon_policy::normalize(cwd);
     for rule in profile.mounts(cwd, &home) {
@@ -134,6 +134,25 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
     }
     spec.stdin = StdinMode::Inherit;
     Ok(spec)
+}
+
+/// Bind read-only what host tools run on their own inside the writable
+/// paths (unless the profile opts out), and return what was found for the
+/// check after the run.
+pub fn protect_host_tools(
+    profile: &Profile,
+    spec: &mut Spec,
+) -> Option<crate::host_tools::HostTools> {
+    if !profile.filesystem.protect_host_tools {
+        return None;
+    }
+    let found = crate::host_tools::find(&spec.binds, &home_dir());
+    spec.binds.extend(found.binds());
+    Some(found)
+}
+
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from)
 }
 
 /// At the process isolation level the host's /tmp is visible, so the

@@ -165,6 +165,11 @@ struct Report<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     egress_summary: Option<EgressTotals>,
     incidents: &'a [cordon_audit::Incident],
+    /// What host tools run on their own in the writable paths: bound
+    /// read-only, created by the run, or left unprotected (absent when the
+    /// profile opts out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_tools: Option<&'a crate::host_tools::HostTools>,
 }
 
 #[derive(Debug, Serialize)]
@@ -223,6 +228,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         spec.stdin = cordon_jail::StdinMode::Null;
     }
     let _private_tmp = plan::private_tmp(&mut spec)?;
+    let mut host_tools = plan::protect_host_tools(&profile, &mut spec);
 
     // Secrets: real values stay here; the sandbox gets placeholders and a
     // CA bundle that trusts cordon's per-run authority.
@@ -294,6 +300,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             anyhow::bail!("cannot build the sandbox: {e}");
         }
     };
+    if let Some(t) = &mut host_tools {
+        t.check_after(outcome.enforcement.isolation == cordon_jail::IsolationLevel::Process);
+    }
     let egress = recorder.events();
     let incidents = match hooks.audit.take() {
         Some(session) => session.finish(&outcome, &egress, &sink.excerpts)?,
@@ -317,6 +326,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             outcome: &outcome,
             egress: &egress,
             incidents: &incidents,
+            host_tools: host_tools.as_ref(),
             egress_summary: summary.map(|s| EgressTotals {
                 connections: s.connections,
                 allowed: s.allowed,
@@ -349,6 +359,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             &outcome.message,
         ) {
             eprintln!("cordon: {msg}");
+        }
+        if let Some(t) = &host_tools {
+            for note in &t.unprotected {
+                eprintln!("cordon: warning: host tools not protected: {note}");
+            }
+            for path in &t.created {
+                eprintln!(
+                    "cordon: warning: the run created {}, which git or an editor on the host acts on without asking; review it before running git there",
+                    path.display()
+                );
+            }
         }
         if let Some(line) = incident_summary(&incidents, &outcome) {
             eprintln!("{line}");

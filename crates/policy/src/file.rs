@@ -81,6 +81,9 @@ pub struct FilesystemFile {
     /// Number of inodes of the /tmp tmpfs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_inodes: Option<u64>,
+    /// Keep the files that host tools run on their own read-only inside writable paths: a git repository's config, hooks and info (also of submodules and worktrees), editor task and settings directories (.vscode, .idea) and hook-manager configs (.pre-commit-config.yaml, .husky, lefthook). Default true; false lets the workload change what the caller's next `git status` runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protect_host_tools: Option<bool>,
 }
 
 /// Resource limits, enforced by the kernel.
@@ -244,12 +247,14 @@ impl ProfileFile {
                 read_write,
                 tmp_size,
                 tmp_inodes,
+                protect_host_tools,
             } = &mut p.filesystem;
             set(cwd, f.cwd);
             set(read_only, f.read_only);
             set(read_write, f.read_write);
             set(tmp_size, f.tmp_size);
             set(tmp_inodes, f.tmp_inodes);
+            set(protect_host_tools, f.protect_host_tools);
         }
         if let Some(l) = self.limits {
             let Limits {

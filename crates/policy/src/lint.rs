@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::model::{InjectAt, IsolationLevel, NetworkMode, OnUnlisted, Profile, TrustLevel};
+use crate::model::{
+    CwdAccess, InjectAt, IsolationLevel, NetworkMode, OnUnlisted, Profile, TrustLevel,
+};
 use crate::units::{ByteSize, DurationSpec};
 
 /// How much a warning matters.
@@ -262,6 +264,16 @@ impl Profile {
             }
         }
 
+        if !fs.protect_host_tools && (fs.cwd == CwdAccess::Rw || !fs.read_write.is_empty()) {
+            warn(
+                "host-tools-unprotected",
+                Severity::Danger,
+                Some("filesystem.protect_host_tools".into()),
+                "the workload may change what host tools run on their own in writable paths (git config and hooks, editor tasks): the caller's next `git status` can run its code".into(),
+                "keep protect_host_tools = true, or write only to directories that hold no repository",
+            );
+        }
+
         // Network.
         for (i, a) in net.allow.iter().enumerate() {
             if a.is_wildcard() && SHARED_SUFFIXES.contains(&a.host()) {
@@ -462,6 +474,24 @@ hosts = ["api.github.com"]
         assert!(w
             .to_string()
             .starts_with("danger[lethal-trifecta]: network.allow: "));
+    }
+
+    #[test]
+    fn unprotected_host_tools_with_writable_paths() {
+        let off = "[filesystem]\nprotect_host_tools = false\n";
+        assert!(
+            codes(off).is_empty(),
+            "nothing writable: nothing to warn about"
+        );
+        assert_eq!(
+            codes(&format!("{off}read_write = [\"./out\"]")),
+            vec!["host-tools-unprotected"]
+        );
+        assert_eq!(
+            codes(&format!("{off}cwd = \"rw\"")),
+            vec!["host-tools-unprotected"]
+        );
+        assert!(codes("[filesystem]\nread_write = [\"./out\"]").is_empty());
     }
 
     #[test]

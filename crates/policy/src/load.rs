@@ -299,9 +299,10 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         | "syscalls.unix_sockets"
         | "network.https_only"
         | "network.allow_private"
-        | "audit.enabled" => BOOL.into(),
+        | "audit.enabled"
+        | "filesystem.protect_host_tools" => BOOL.into(),
         "filesystem" => {
-            "a table: [filesystem] with cwd, read_only, read_write, tmp_size, tmp_inodes".into()
+            "a table: [filesystem] with cwd, read_only, read_write, tmp_size, tmp_inodes, protect_host_tools".into()
         }
         "filesystem.cwd" => "expected one of: ro, rw, none".into(),
         "filesystem.read_only" | "filesystem.read_write" => PATHS.into(),
@@ -368,7 +369,14 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ("isolation", &["level", "allow_weaker"]),
     (
         "filesystem",
-        &["cwd", "read_only", "read_write", "tmp_size", "tmp_inodes"],
+        &[
+            "cwd",
+            "read_only",
+            "read_write",
+            "tmp_size",
+            "tmp_inodes",
+            "protect_host_tools",
+        ],
     ),
     (
         "limits",

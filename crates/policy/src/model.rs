@@ -209,6 +209,9 @@ pub struct Filesystem {
     pub read_write: Vec<PathBuf>,
     pub tmp_size: ByteSize,
     pub tmp_inodes: u64,
+    /// Bind read-only, inside writable paths, the files that host tools
+    /// run on their own (git config and hooks, editor tasks, hook managers).
+    pub protect_host_tools: bool,
 }
 
 /// `[limits]`

@@ -107,6 +107,7 @@ pub fn preset(level: TrustLevel) -> Profile {
             read_write: Vec::new(),
             tmp_size: r.tmp_size,
             tmp_inodes: r.tmp_inodes,
+            protect_host_tools: true,
         },
         limits: Limits {
             timeout: r.timeout,
