@@ -85,6 +85,12 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
             OnOutputLimit::Truncate => cordon_jail::OutputLimitAction::Truncate,
             OnOutputLimit::Kill => cordon_jail::OutputLimitAction::Kill,
         },
+        kernel: cordon_jail::KernelBudgets {
+            inotify_instances: l.inotify_instances,
+            inotify_watches: l.inotify_watches,
+            queued_signals: l.queued_signals,
+            mqueue_bytes: l.mqueue_bytes.0,
+        },
     };
 
     let mut env = base_env(&cwd_inside);

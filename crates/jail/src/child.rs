@@ -665,5 +665,5 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
     if let (Some(m), true) = (l.memory, ctx.rlimit_memory) {
         lower_rlimit(libc::RLIMIT_AS, m)?;
     }
-    Ok(())
+    crate::budgets::apply_rlimits(&l.kernel, lower_rlimit)
 }

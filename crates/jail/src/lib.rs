@@ -15,6 +15,7 @@
 //! namespace; PR_SET_PDEATHSIG ties PID 1 to the supervisor, and a janitor
 //! process removes the cgroups even if the supervisor is SIGKILLed.
 
+mod budgets;
 pub mod cgroup;
 mod child;
 mod error;
@@ -32,6 +33,7 @@ mod supervise;
 mod sys;
 mod verdict;
 
+pub use budgets::KernelBudgets;
 pub use error::{JailError, Result};
 pub use kaudit::{probe as landlock_log_probe, LandlockDenial, LandlockLogState};
 pub use landlock_rules::kernel_abi as landlock_abi;

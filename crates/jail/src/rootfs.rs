@@ -61,6 +61,7 @@ pub(crate) struct Plan {
     user_binds: Vec<PlannedBind>,
     tmp_options: CString,
     files: Vec<crate::spec::FileOverlay>,
+    user_sysctls: Vec<crate::budgets::UserSysctl>,
 }
 
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
@@ -77,6 +78,7 @@ impl Plan {
             etc_binds: Vec::new(),
             user_binds: Vec::new(),
             files: spec.files.clone(),
+            user_sysctls: crate::budgets::user_sysctls(&spec.limits.kernel),
             tmp_options: CString::new(format!(
                 "size={},nr_inodes={},mode=1777",
                 spec.tmp_size.max(4096),
@@ -297,7 +299,7 @@ impl Plan {
         drop((system, etc_src, user, dev));
         self.place_files(root)?;
 
-        build_proc(root)?;
+        build_proc(root, &self.user_sysctls)?;
 
         // Swap roots: the tmpfs becomes "/", the host root is detached.
         rustix::process::fchdir(root)
@@ -613,7 +615,7 @@ fn write_file(dir: BorrowedFd<'_>, name: &str, data: &[u8]) -> Result<()> {
 
 /// A fresh /proc for the sandbox's PID namespace, with the parts that reach
 /// the host made read-only or hidden.
-fn build_proc(root: BorrowedFd<'_>) -> Result<()> {
+fn build_proc(root: BorrowedFd<'_>, user_sysctls: &[crate::budgets::UserSysctl]) -> Result<()> {
     let proc_dir = make_target(root, Path::new("/proc"), true)?;
     sys::mount(
         Some(c"proc"),
@@ -631,16 +633,10 @@ fn build_proc(root: BorrowedFd<'_>) -> Result<()> {
     drop(proc_dir);
     let proc_root = reopen(root, Path::new("/proc"))?;
 
-    // No nested user namespaces, even if seccomp were bypassed: this limit
-    // belongs to the sandbox's own user namespace.
-    if let Ok(fd) = rustix::fs::openat(
-        proc_root.as_fd(),
-        "sys/user/max_user_namespaces",
-        OFlags::WRONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        let _ = rustix::io::write(&fd, b"0");
-    }
+    // The sandbox's own user namespace: no nested namespaces (seccomp
+    // refuses them too) and small per-user budgets, before /proc/sys is
+    // made read-only.
+    crate::budgets::write_user_sysctls(proc_root.as_fd(), user_sysctls)?;
 
     for name in PROC_READ_ONLY {
         let path = Path::new("/proc").join(name);

@@ -82,6 +82,9 @@ pub struct Limits {
     pub output: Option<u64>,
     /// What happens when a stream passes `output`.
     pub on_output_limit: OutputLimitAction,
+    /// What the run may charge to the caller's per-user kernel counters.
+    #[serde(default)]
+    pub kernel: crate::budgets::KernelBudgets,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -114,6 +114,18 @@ pub struct LimitsFile {
     /// truncate (keep the first `output` bytes) or kill the sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_output_limit: Option<OnOutputLimit>,
+    /// inotify instances the run may hold (taken from the caller's own per-user allowance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inotify_instances: Option<u64>,
+    /// inotify watches the run may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inotify_watches: Option<u64>,
+    /// Signals queued to the run's processes at once (RLIMIT_SIGPENDING).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_signals: Option<u64>,
+    /// Bytes of POSIX message queues (RLIMIT_MSGQUEUE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mqueue_bytes: Option<ByteSize>,
 }
 
 /// The sandbox's environment, built from these only.
@@ -266,6 +278,10 @@ impl ProfileFile {
                 file_size,
                 output,
                 on_output_limit,
+                inotify_instances,
+                inotify_watches,
+                queued_signals,
+                mqueue_bytes,
             } = &mut p.limits;
             set(timeout, l.timeout);
             set(cpu_time, l.cpu_time);
@@ -275,6 +291,10 @@ impl ProfileFile {
             set(file_size, l.file_size);
             set(output, l.output);
             set(on_output_limit, l.on_output_limit);
+            set(inotify_instances, l.inotify_instances);
+            set(inotify_watches, l.inotify_watches);
+            set(queued_signals, l.queued_signals);
+            set(mqueue_bytes, l.mqueue_bytes);
         }
         if let Some(e) = self.env {
             let Env { pass, set: vars } = &mut p.env;

@@ -374,7 +374,7 @@ impl Profile {
 
         // Very large limits.
         let l = &self.limits;
-        let big: [(&str, bool, String); 9] = [
+        let big: [(&str, bool, String); 13] = [
             (
                 "limits.memory",
                 l.memory > ByteSize::gib(64),
@@ -415,6 +415,28 @@ impl Profile {
                 "network.max_bytes",
                 net.max_bytes > ByteSize::gib(100),
                 net.max_bytes.to_string(),
+            ),
+            // Taken from the caller's own per-user allowance (Linux's
+            // defaults: 128 instances, 8192+ watches, 800 KiB of queues).
+            (
+                "limits.inotify_instances",
+                l.inotify_instances > 64,
+                l.inotify_instances.to_string(),
+            ),
+            (
+                "limits.inotify_watches",
+                l.inotify_watches > 65_536,
+                l.inotify_watches.to_string(),
+            ),
+            (
+                "limits.queued_signals",
+                l.queued_signals > 4096,
+                l.queued_signals.to_string(),
+            ),
+            (
+                "limits.mqueue_bytes",
+                l.mqueue_bytes > ByteSize::kib(400),
+                l.mqueue_bytes.to_string(),
             ),
         ];
         for (key, is_big, value) in big {

@@ -310,13 +310,17 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         | "limits.memory"
         | "limits.file_size"
         | "limits.output"
+        | "limits.mqueue_bytes"
         | "network.max_bytes"
         | "network.rate_limit.bytes" => SIZE.into(),
         "filesystem.tmp_inodes"
         | "limits.pids"
         | "limits.open_files"
+        | "limits.inotify_instances"
+        | "limits.inotify_watches"
+        | "limits.queued_signals"
         | "network.rate_limit.requests" => COUNT.into(),
-        "limits" => "a table: [limits] with timeout, cpu_time, memory, pids, open_files, file_size, output, on_output_limit".into(),
+        "limits" => "a table: [limits] with timeout, cpu_time, memory, pids, open_files, file_size, output, on_output_limit, inotify_instances, inotify_watches, queued_signals, mqueue_bytes".into(),
         "limits.timeout" | "limits.cpu_time" | "network.rate_limit.per" | "secrets.ttl" => {
             DURATION.into()
         }
@@ -389,6 +393,10 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "file_size",
             "output",
             "on_output_limit",
+            "inotify_instances",
+            "inotify_watches",
+            "queued_signals",
+            "mqueue_bytes",
         ],
     ),
     ("env", &["pass", "set"]),

@@ -232,6 +232,15 @@ pub struct Limits {
     /// Output kept per stream (stdout, stderr).
     pub output: ByteSize,
     pub on_output_limit: OnOutputLimit,
+    /// inotify instances the run may hold (charged to the caller's own
+    /// per-user allowance; `user.max_inotify_instances` inside).
+    pub inotify_instances: u64,
+    /// inotify watches the run may hold (`user.max_inotify_watches` inside).
+    pub inotify_watches: u64,
+    /// Signals queued to the run's processes at once (RLIMIT_SIGPENDING).
+    pub queued_signals: u64,
+    /// Bytes of POSIX message queues (RLIMIT_MSGQUEUE).
+    pub mqueue_bytes: ByteSize,
 }
 
 /// `[env]`: the environment is built from these only.

@@ -26,6 +26,8 @@ struct Row {
     file_size: ByteSize,
     output: ByteSize,
     max_bytes: ByteSize,
+    inotify_instances: u64,
+    inotify_watches: u64,
 }
 
 fn row(level: TrustLevel) -> Row {
@@ -42,6 +44,8 @@ fn row(level: TrustLevel) -> Row {
             file_size: ByteSize::mib(64),
             output: ByteSize::mib(8),
             max_bytes: ByteSize::mib(256),
+            inotify_instances: 16,
+            inotify_watches: 8_192,
         },
         TrustLevel::Low => Row {
             cwd: CwdAccess::Ro,
@@ -55,6 +59,8 @@ fn row(level: TrustLevel) -> Row {
             file_size: ByteSize::mib(256),
             output: ByteSize::mib(16),
             max_bytes: ByteSize::mib(512),
+            inotify_instances: 16,
+            inotify_watches: 8_192,
         },
         TrustLevel::Medium => Row {
             cwd: CwdAccess::Rw,
@@ -68,6 +74,8 @@ fn row(level: TrustLevel) -> Row {
             file_size: ByteSize::gib(1),
             output: ByteSize::mib(32),
             max_bytes: ByteSize::gib(2),
+            inotify_instances: 32,
+            inotify_watches: 16_384,
         },
         TrustLevel::High => Row {
             cwd: CwdAccess::Rw,
@@ -81,6 +89,8 @@ fn row(level: TrustLevel) -> Row {
             file_size: ByteSize::gib(4),
             output: ByteSize::mib(64),
             max_bytes: ByteSize::gib(8),
+            inotify_instances: 64,
+            inotify_watches: 65_536,
         },
     }
 }
@@ -118,6 +128,10 @@ pub fn preset(level: TrustLevel) -> Profile {
             file_size: r.file_size,
             output: r.output,
             on_output_limit: OnOutputLimit::Truncate,
+            inotify_instances: r.inotify_instances,
+            inotify_watches: r.inotify_watches,
+            queued_signals: 256,
+            mqueue_bytes: ByteSize::kib(128),
         },
         env: Env {
             pass: ["LANG", "LC_ALL", "TERM", "TZ"]
