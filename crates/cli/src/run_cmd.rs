@@ -287,6 +287,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         audit: None,
         run_id: run_id.clone(),
     };
+    warn_of_layers_turned_off();
     let mut sink = audit_bridge::TeeSink::new(audit_path.is_some());
     let result = cordon_jail::run_with(&spec, &mut sink, RunOptions::default(), &mut hooks);
     let summary = hooks.proxy.take().map(|p| p.shutdown());
@@ -508,5 +509,21 @@ fn redact_strings(value: &mut serde_json::Value, redactor: &cordon_scan::Redacto
             map.values_mut().for_each(|v| redact_strings(v, redactor))
         }
         _ => {}
+    }
+}
+
+/// A debug build with layers turned off for a test says so on every run
+/// (release builds refuse the variable; the jail checks it).
+fn warn_of_layers_turned_off() {
+    use cordon_jail::test_switch;
+    if let Ok(off) = test_switch::check() {
+        if !off.is_empty() {
+            let names: Vec<&str> = off.iter().map(|s| s.name()).collect();
+            eprintln!(
+                "cordon: test build: layers turned off by {}: {}",
+                test_switch::VAR,
+                names.join(", ")
+            );
+        }
     }
 }

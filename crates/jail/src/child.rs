@@ -16,6 +16,7 @@ use crate::rootfs::Plan;
 use crate::seccomp::SeccompProgram;
 use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec, StdinMode};
 use crate::sys;
+use crate::test_switch::{off, Switch};
 
 /// Descriptors the child works with, already at their final numbers
 /// except stdio, which `enter` moves onto 0, 1 and 2.
@@ -199,8 +200,10 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
     }
     // Nothing in the sandbox may read this process's memory, descriptors
     // or /proc/1/exe (which is the host's cordon binary).
-    // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if !off(Switch::Dumpable) {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
 
     let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
     wanted.push(libc::SIGCHLD);
@@ -394,8 +397,14 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
         NetworkMode::Loopback => (false, None),
         NetworkMode::Proxy => (true, Some(spec.proxy_port)),
     };
-    match landlock_rules::apply(&rules, restrict_tcp, connect_port, true) {
-        Ok(applied) => {
+    let landlock = if off(Switch::Landlock) {
+        None
+    } else {
+        Some(landlock_rules::apply(&rules, restrict_tcp, connect_port, true))
+    };
+    match landlock {
+        None => {}
+        Some(Ok(applied)) => {
             if applied.abi == 0 && !ctx.landlock_optional {
                 fail(
                     rfd,
@@ -412,14 +421,19 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
                 },
             );
         }
-        Err(e) => fail(
+        Some(Err(e)) => fail(
             rfd,
             Layer::Landlock,
             format!("cannot apply Landlock rules: {e}"),
             None,
         ),
     }
-    if let Err(e) = rustix::thread::set_no_new_privs(true) {
+    let no_new_privs = if off(Switch::NoNewPrivs) {
+        Ok(())
+    } else {
+        rustix::thread::set_no_new_privs(true)
+    };
+    if let Err(e) = no_new_privs {
         fail(
             rfd,
             Layer::Capabilities,
@@ -427,7 +441,12 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
             None,
         );
     }
-    if let Err(e) = sys::drop_all_capabilities() {
+    let dropped = if off(Switch::CapDrop) {
+        Ok(())
+    } else {
+        sys::drop_all_capabilities()
+    };
+    if let Err(e) = dropped {
         fail(
             rfd,
             Layer::Capabilities,
@@ -462,7 +481,12 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
         );
     }
     let notify = ctx.seccomp.notify && ctx.fds.control.is_some();
-    match sys::seccomp_install(&ctx.seccomp.instructions, notify) {
+    let installed = if off(Switch::Seccomp) {
+        Ok(None)
+    } else {
+        sys::seccomp_install(&ctx.seccomp.instructions, notify)
+    };
+    match installed {
         Ok(Some(listener)) => {
             // The supervisor answers the refused calls and records them.
             use std::os::fd::{AsFd, BorrowedFd};

@@ -31,6 +31,7 @@ pub mod seccomp;
 mod spec;
 mod supervise;
 mod sys;
+pub mod test_switch;
 mod verdict;
 
 pub use budgets::KernelBudgets;

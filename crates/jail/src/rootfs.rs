@@ -558,6 +558,12 @@ fn bind(root: BorrowedFd<'_>, b: &PlannedBind, src: BorrowedFd<'_>) -> Result<()
 }
 
 fn set_attrs(fd: BorrowedFd<'_>, path: &Path, attrs: MountAttrs, recursive: bool) -> Result<()> {
+    use crate::test_switch::{off, Switch};
+    let attrs = MountAttrs {
+        rdonly: attrs.rdonly && !off(Switch::MountRo),
+        nosuid: attrs.nosuid && !off(Switch::Nosuid),
+        ..attrs
+    };
     sys::mount_setattr(fd, attrs, recursive).map_err(|e| {
         if e.raw_os_error() == Some(libc::ENOSYS) {
             fs_err(

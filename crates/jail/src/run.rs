@@ -181,6 +181,7 @@ pub fn run_with(
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec("no command given".into()));
     }
+    crate::test_switch::check().map_err(JailError::InvalidSpec)?;
     match run_level(spec, sink, options, hooks) {
         Err(JailError::Setup {
             layer: Layer::UserNamespace,
