@@ -67,6 +67,17 @@ impl Workdir {
         Workdir { dir }
     }
 
+    /// A working directory under `parent` instead of the temporary
+    /// directory (Landlock grants the sandbox's /tmp in full, so only a
+    /// directory elsewhere shows what Landlock alone does to a bind).
+    pub fn new_in(parent: &str) -> Workdir {
+        let dir = tempfile::Builder::new()
+            .prefix("cordon-test-")
+            .tempdir_in(parent)
+            .expect("tempdir");
+        Workdir { dir }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -500,4 +511,63 @@ pub fn bare_git_repo(dir: &Path, readme: &str) -> PathBuf {
         &repos,
     );
     repos
+}
+
+// ---- Taking layers away (debug builds only; see docs/architecture.md) ----
+
+/// The test switch of debug builds: a comma-separated list of layers the
+/// sandbox leaves out (`landlock`, `seccomp`, `mount-ro`, `nosuid`,
+/// `dumpable`, `no-new-privs`, `cap-drop`).
+pub const DISABLE_LAYERS: &str = "CORDON_TEST_DISABLE_LAYERS";
+
+impl Workdir {
+    /// `cordon run` with `layers` turned off, so the test sees what the
+    /// layers left do on their own. Checks that cordon said it took them
+    /// away (a build that ignored the switch would prove nothing).
+    pub fn run_without(&self, layers: &str, flags: &[&str], cmd: &[&str]) -> Outcome {
+        let o = self.run_with(flags, cmd, |c| {
+            c.env(DISABLE_LAYERS, layers);
+        });
+        assert!(
+            o.stderr
+                .contains(&format!("layers turned off by {DISABLE_LAYERS}: ")),
+            "cordon did not take {layers} away: {}",
+            o.stderr
+        );
+        o
+    }
+}
+
+/// The Landlock ABI cordon finds on this kernel (0: none).
+pub fn landlock_abi() -> u64 {
+    let out = Command::new(cordon_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["landlock_abi"].as_u64().unwrap_or(0)
+}
+
+/// Python that runs `attempt(label, fn)` for each attempt and prints
+/// `label ALLOWED` or `label ERRNO-NAME`; append the attempts.
+pub const PY_ATTEMPT: &str = r#"
+import errno, os, socket, sys
+def attempt(label, f):
+    try:
+        f()
+        print(label, "ALLOWED")
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno, e.errno))
+def create(path):
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+def open_for_write(path):
+    os.close(os.open(path, os.O_WRONLY))
+"#;
+
+/// The result `PY_ATTEMPT` printed for `label`.
+pub fn attempt_result(o: &Outcome, label: &str) -> String {
+    o.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{label} ")).map(str::to_owned))
+        .unwrap_or_else(|| panic!("{label} not reported: {}{}", o.stdout, o.stderr))
 }
