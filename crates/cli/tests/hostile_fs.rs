@@ -109,6 +109,47 @@ fn writes_outside_declared_paths_fail_and_leave_the_host_untouched() {
     }
 }
 
+/// C probe: its own permitted capabilities, then every way to the init
+/// (PID 1, a fork of the host's cordon binary) through /proc, each
+/// printed as `label ALLOWED` or `label ERRNO-NAME`. Nothing is written:
+/// opening /proc/1/exe for writing is the attack (it would fail with
+/// ETXTBSY only because cordon runs), opening /proc/1/mem is enough to
+/// read the init's memory.
+const INIT_PROBE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static void try_open(const char *label, const char *path, int flags) {
+    int fd = open(path, flags);
+    if (fd >= 0) { printf("%s ALLOWED\n", label); close(fd); }
+    else printf("%s %s\n", label, strerrorname_np(errno));
+}
+int main(void) {
+    char line[256], link[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "CapPrm:", 7)) fputs(line, stdout);
+    try_open("exe-write", "/proc/1/exe", O_WRONLY);
+    try_open("exe-read", "/proc/1/exe", O_RDONLY);
+    try_open("mem", "/proc/1/mem", O_RDONLY);
+    try_open("environ", "/proc/1/environ", O_RDONLY);
+    try_open("fd0", "/proc/1/fd/0", O_RDONLY);
+    ssize_t n = readlink("/proc/1/exe", link, sizeof link - 1);
+    if (n >= 0) printf("exe-link ALLOWED\n"); else printf("exe-link %s\n", strerrorname_np(errno));
+    return 0;
+}
+"#;
+
+const INIT_PATHS: [&str; 6] = ["exe-write", "exe-read", "mem", "environ", "fd0", "exe-link"];
+
+/// Layers: the kernel's ptrace check (the init keeps the capabilities of
+/// the sandbox's user namespace, which the workload, with none, is not a
+/// superset of), the non-dumpable init and Landlock's ptrace scoping.
+/// Here all three are on; `init_is_out_of_reach_by_the_capability_check_alone`
+/// and the root-only tests below show each alone.
 #[test]
 fn cordon_binary_cannot_be_overwritten_through_proc_exe() {
     if ready() {
@@ -116,55 +157,211 @@ fn cordon_binary_cannot_be_overwritten_through_proc_exe() {
     }
     let w = Workdir::new();
     let before = std::fs::read(cordon_bin()).expect("read cordon");
-    let prog = w.compile_c(
-        "overwrite_exe",
-        r#"
-#include <stdio.h>
-#include <fcntl.h>
-#include <errno.h>
-#include <string.h>
-#include <unistd.h>
-#include <dirent.h>
-int main(void) {
-    int wrote = 0;
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char path[300];
-        snprintf(path, sizeof path, "/proc/%s/exe", e->d_name);
-        int fd = open(path, O_WRONLY);
-        if (fd >= 0) { if (write(fd, "XXXX", 4) == 4) wrote = 1; close(fd); printf("opened %s\n", path); }
-        else printf("%s: %s\n", path, strerror(errno));
-    }
-    /* init's memory and descriptors must be out of reach too */
-    int mem = open("/proc/1/mem", O_RDONLY);
-    printf("mem=%d fd1=%d\n", mem, open("/proc/1/fd/0", O_RDONLY));
-    return wrote;
-}
-"#,
-    );
+    let prog = w.compile_c("init_probe", INIT_PROBE);
     let o = w.run(&[], &[prog.to_str().expect("utf8")]);
-    assert_eq!(
-        o.code, 0,
-        "the payload managed to write: {}{}",
-        o.stdout, o.stderr
-    );
-    assert!(o.stdout.contains("/proc/1/exe"), "{}", o.stdout);
-    assert!(
-        !o.stdout.contains("opened /proc/1/exe"),
-        "init's exe opened for writing: {}",
-        o.stdout
-    );
-    assert!(
-        o.stdout.contains("mem=-1 fd1=-1"),
-        "init's memory or fds reachable: {}",
-        o.stdout
-    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    for label in INIT_PATHS {
+        assert_eq!(attempt_result(&o, label), "EACCES", "{label}: {}", o.stdout);
+    }
     assert_eq!(
         std::fs::read(cordon_bin()).expect("read cordon"),
         before,
         "cordon binary changed"
     );
+}
+
+/// Layer: the ptrace capability check alone (non-dumpable init and
+/// Landlock off).
+#[test]
+fn init_is_out_of_reach_by_the_capability_check_alone() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let prog = w.compile_c("init_probe", INIT_PROBE);
+    let o = w.run_without("dumpable,landlock", &[], &[prog.to_str().expect("utf8")]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    for label in INIT_PATHS {
+        assert_eq!(attempt_result(&o, label), "EACCES", "{label}: {}", o.stdout);
+    }
+}
+
+/// Layer: the non-dumpable init, for a caller that is not root. A
+/// non-dumpable process's /proc files belong to the host's root, which is
+/// not mapped inside, so the workload cannot write the init's
+/// `oom_score_adj`, `clear_refs` or `sched`; with the init dumpable they are
+/// the workload's own. (As root the caller *is* the host's root, so this
+/// ownership protects nothing: the test runs cordon as nobody then.)
+#[test]
+fn the_non_dumpable_init_s_proc_files_are_not_the_workload_s() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let code = format!(
+        "{PY_ATTEMPT}\n\
+         print('owner', os.stat('/proc/1/status').st_uid)\n\
+         for name in ['oom_score_adj', 'clear_refs', 'sched']:\n\
+         \tattempt(name, lambda: open_for_write('/proc/1/' + name))\n"
+    );
+    let run = |layers: &str| -> (i32, String, String) {
+        if !is_root() {
+            let o = if layers.is_empty() {
+                w.run(&[], &["python3", "-c", &code])
+            } else {
+                w.run_without(layers, &[], &["python3", "-c", &code])
+            };
+            return (o.code, o.stdout, o.stderr);
+        }
+        std::fs::set_permissions(
+            w.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(cordon_bin())
+            .args(["run", "--no-audit", "--", "python3", "-c", &code])
+            .env(DISABLE_LAYERS, layers)
+            .current_dir(w.path())
+            .output()
+            .expect("setpriv");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code_, stdout, stderr) = run("");
+    assert_eq!(code_, 0, "{stderr}");
+    assert!(stdout.contains("owner 65534\n"), "{stdout}");
+    for name in ["oom_score_adj", "clear_refs", "sched"] {
+        assert!(stdout.contains(&format!("{name} EACCES\n")), "{stdout}");
+    }
+    // Control: the same init, dumpable, hands its files to the workload.
+    let (code_, stdout, stderr) = run("dumpable");
+    assert_eq!(code_, 0, "{stderr}");
+    assert!(stdout.contains("owner 1000\n"), "{stdout}");
+    for name in ["oom_score_adj", "clear_refs", "sched"] {
+        assert!(stdout.contains(&format!("{name} ALLOWED\n")), "{stdout}");
+    }
+}
+
+/// `prog` with every capability as a file capability (the xattr that
+/// `setcap all+ep`, or `all+p` without `effective`, writes; revision 2).
+/// Root only. With `effective` the kernel refuses the exec outright when
+/// it cannot grant them all.
+fn give_file_capabilities(prog: &std::path::Path, effective: bool) {
+    let mut value = Vec::new();
+    let magic = 0x0200_0000u32 | u32::from(effective);
+    for word in [magic, 0xffff_ffff, 0, 0x0000_01ff, 0] {
+        value.extend_from_slice(&word.to_le_bytes());
+    }
+    rustix::fs::setxattr(
+        prog,
+        "security.capability",
+        &value,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .expect("set file capabilities (needs root)");
+}
+
+fn cap_prm(o: &Outcome) -> u64 {
+    let hex = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("CapPrm:"))
+        .unwrap_or_else(|| panic!("no CapPrm: {}{}", o.stdout, o.stderr));
+    u64::from_str_radix(hex.trim(), 16).expect("hex")
+}
+
+/// Layers: `nosuid` mounts, no_new_privs and the emptied bounding set, each
+/// alone. A binary with file capabilities (set by the host's root) gains
+/// nothing when any one of them is on, and every capability of the
+/// sandbox's user namespace when all three are off. Root only: only root
+/// can give a file capabilities the sandbox honours.
+#[test]
+fn root_only_file_capabilities_are_stopped_by_nosuid_no_new_privs_and_the_bounding_set_each_alone()
+{
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let prog = w.compile_c("init_probe", INIT_PROBE);
+    give_file_capabilities(&prog, false);
+    let prog = prog.to_str().expect("utf8");
+    // Landlock sets no_new_privs itself, and the filter cannot be
+    // installed without no_new_privs or capabilities: both are off in
+    // every run (neither stops file capabilities).
+    for (alone, off) in [
+        ("nosuid", "no-new-privs,cap-drop"),
+        // The workload still drops its own capabilities: no_new_privs
+        // lets exec grant no more than the caller held.
+        ("no_new_privs", "nosuid,bounding-set"),
+        ("bounding set", "nosuid,no-new-privs"),
+    ] {
+        let o = w.run_without(&format!("landlock,seccomp,{off}"), &[], &[prog]);
+        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+        assert_eq!(cap_prm(&o), 0, "{alone} alone: {}", o.stdout);
+    }
+    let o = w.run_without(
+        "landlock,seccomp,nosuid,no-new-privs,cap-drop",
+        &[],
+        &[prog],
+    );
+    assert_ne!(
+        cap_prm(&o),
+        0,
+        "control: with all three off the file capabilities must apply: {}",
+        o.stdout
+    );
+}
+
+/// Layers: the non-dumpable init, and Landlock's ptrace scoping, each
+/// alone. A workload holding every capability of the sandbox's user
+/// namespace (a file-capability binary with nosuid, no_new_privs and the
+/// capability drop off) passes the ptrace capability check; then the
+/// non-dumpable init alone (Landlock off), or Landlock alone (init
+/// dumpable), keeps /proc/1/{exe,mem,environ,fd} out of reach; with both
+/// off the init's memory opens. Root only, like the test above.
+#[test]
+fn root_only_init_is_out_of_reach_by_non_dumpability_and_landlock_each_alone() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let prog = w.compile_c("init_probe", INIT_PROBE);
+    // Effective: /proc's ptrace check looks at the effective set.
+    give_file_capabilities(&prog, true);
+    let prog = prog.to_str().expect("utf8");
+    let caps_kept = "nosuid,no-new-privs,cap-drop";
+    for (alone, off) in [("non-dumpable", "landlock"), ("landlock", "dumpable")] {
+        let o = w.run_without(&format!("{caps_kept},{off}"), &[], &[prog]);
+        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+        assert_ne!(
+            cap_prm(&o),
+            0,
+            "the probe must hold capabilities: {}",
+            o.stdout
+        );
+        for label in INIT_PATHS {
+            assert_eq!(
+                attempt_result(&o, label),
+                "EACCES",
+                "{alone} alone, {label}: {}",
+                o.stdout
+            );
+        }
+    }
+    let o = w.run_without(&format!("{caps_kept},landlock,dumpable"), &[], &[prog]);
+    for label in ["mem", "environ", "exe-link"] {
+        assert_eq!(
+            attempt_result(&o, label),
+            "ALLOWED",
+            "control: with both off, {label}: {}",
+            o.stdout
+        );
+    }
 }
 
 #[test]
@@ -208,10 +405,7 @@ fn host_processes_are_invisible_in_proc() {
 /// only: nothing is ever written, so a failing layer changes nothing).
 /// /proc/sysrq-trigger exists only where the kernel has magic SysRq.
 fn proc_knobs() -> Vec<&'static str> {
-    let mut knobs = vec![
-        "/proc/sys/kernel/core_pattern",
-        "/proc/sys/vm/drop_caches",
-    ];
+    let mut knobs = vec!["/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches"];
     if std::path::Path::new("/proc/sysrq-trigger").exists() {
         knobs.push("/proc/sysrq-trigger");
     } else {
@@ -262,7 +456,10 @@ fn proc_sys_and_sysrq_are_read_only_and_sys_is_absent() {
     }
     let host_sysrq = std::path::Path::new("/proc/sysrq-trigger").exists();
     assert!(
-        o.stdout.contains(&format!("sysrq {}", if host_sysrq { "True" } else { "False" })),
+        o.stdout.contains(&format!(
+            "sysrq {}",
+            if host_sysrq { "True" } else { "False" }
+        )),
         "{}",
         o.stdout
     );
@@ -352,6 +549,21 @@ int main(void) {
         "cp ./whoami_caps out/mine && chmod 4755 out/mine && ./out/mine",
     );
     assert!(o.stdout.contains("euid=1000"), "{}{}", o.stdout, o.stderr);
+    // A setuid file can only name the sandbox's own uid (the one uid
+    // mapped), so the bits above cannot show `nosuid`: every mount must
+    // carry it (what it stops alone is shown with file capabilities in
+    // `root_only_file_capabilities_are_stopped_by_*`).
+    let o = w.sh(&["--rw", "out"], "cat /proc/self/mountinfo");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mounts: Vec<&str> = o.stdout.lines().collect();
+    assert!(mounts.len() >= 5, "{}", o.stdout);
+    for m in mounts {
+        let options = m.split(' ').nth(5).unwrap_or("");
+        assert!(
+            options.split(',').any(|o| o == "nosuid"),
+            "a mount without nosuid: {m}"
+        );
+    }
 }
 
 #[test]

@@ -527,6 +527,26 @@ fn host_abstract_listener(name: &str) -> UnixListener {
     UnixListener::bind_addr(&addr).expect("bind abstract socket on the host")
 }
 
+/// The probe with `layers` turned off (the test switch of debug builds).
+fn probe_without(
+    w: &Workdir,
+    layers: &str,
+    flags: &[&str],
+    mark: &str,
+    mode: &str,
+    args: &[&str],
+) -> Outcome {
+    let mut cmd = vec!["python3", "-c", PROBE, mark, mode];
+    cmd.extend_from_slice(args);
+    let o = w.run_without(layers, flags, &cmd);
+    assert_eq!(o.code, 0, "probe failed: {}", o.stderr);
+    assert_no_process_with(mark);
+    o
+}
+
+/// Layers: seccomp (no `socket(AF_UNIX)`), the network namespace (the
+/// abstract namespace is per network namespace) and Landlock's abstract
+/// socket scoping (ABI 6+). All on here; the next tests show each alone.
 #[test]
 fn abstract_unix_socket_to_host_listener() {
     if ready() {
@@ -544,36 +564,90 @@ fn abstract_unix_socket_to_host_listener() {
     );
 }
 
+/// Layer: seccomp alone. At the `process` level (no network namespace)
+/// with Landlock off, the filter still refuses the socket.
 #[test]
-fn abstract_unix_socket_with_unix_sockets_allowed() {
-    if ready() {
-        return;
-    }
-    // Even when the profile allows AF_UNIX, the abstract namespace belongs
-    // to the network namespace (and Landlock scopes it): the host's name
-    // does not exist inside.
-    let mark = marker("abstractallowed");
+fn abstract_unix_socket_refused_by_seccomp_alone() {
+    let mark = marker("abstractseccomp");
     let listener = host_abstract_listener(&mark);
     let w = Workdir::new();
-    let o = probe(
+    let o = probe_without(
         &w,
-        &["--unix-sockets"],
+        "landlock",
+        &["--isolation", "process"],
         &mark,
         "unix",
         &[&format!("@{mark}")],
     );
-    let sent = o.stdout.lines().nth(1).unwrap_or("");
-    assert!(
-        sent == "unix send: ECONNREFUSED" || sent == "unix send: EPERM",
-        "{}",
-        o.stdout
-    );
-    assert!(o.stdout.starts_with("unix socket: ok\n"), "{}", o.stdout);
+    assert_eq!(o.stdout, "unix socket: EPERM\n");
     assert_eq!(
         unix_connections(&listener),
         0,
         "the host listener was reached"
     );
+}
+
+/// Layer: the network namespace alone. With unix sockets allowed and
+/// Landlock off, the host's abstract name does not exist inside.
+#[test]
+fn abstract_unix_socket_with_unix_sockets_allowed() {
+    if ready() {
+        return;
+    }
+    let mark = marker("abstractallowed");
+    let listener = host_abstract_listener(&mark);
+    let w = Workdir::new();
+    let o = probe_without(
+        &w,
+        "landlock",
+        &["--unix-sockets"],
+        &mark,
+        "unix",
+        &[&format!("@{mark}")],
+    );
+    assert_eq!(
+        o.stdout, "unix socket: ok\nunix send: ECONNREFUSED\n",
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        unix_connections(&listener),
+        0,
+        "the host listener was reached"
+    );
+}
+
+/// Layer: Landlock's abstract unix socket scoping alone. At the `process`
+/// level there is no network namespace, and `--unix-sockets` lets the
+/// filter pass the socket: Landlock is the only layer, and with it off the
+/// host listener is reached.
+#[test]
+fn abstract_unix_socket_at_process_level_is_stopped_by_landlock_scoping() {
+    if skip_unless(
+        landlock_abi() >= 6,
+        "Landlock ABI 6 (abstract unix socket scoping) is unavailable",
+    ) {
+        return;
+    }
+    let mark = marker("abstractscope");
+    let listener = host_abstract_listener(&mark);
+    let w = Workdir::new();
+    let flags = ["--isolation", "process", "--unix-sockets"];
+    let addr = format!("@{mark}");
+    let o = probe(&w, &flags, &mark, "unix", &[&addr]);
+    assert_eq!(o.stdout, "unix socket: ok\nunix send: EPERM\n");
+    assert_eq!(
+        unix_connections(&listener),
+        0,
+        "the host listener was reached"
+    );
+
+    let o = probe_without(&w, "landlock", &flags, &mark, "unix", &[&addr]);
+    assert_eq!(
+        o.stdout, "unix socket: ok\nunix send: ok\n",
+        "control: without Landlock the host listener must be reachable"
+    );
+    assert_eq!(unix_connections(&listener), 1);
 }
 
 #[test]

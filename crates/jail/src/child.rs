@@ -400,7 +400,12 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
     let landlock = if off(Switch::Landlock) {
         None
     } else {
-        Some(landlock_rules::apply(&rules, restrict_tcp, connect_port, true))
+        Some(landlock_rules::apply(
+            &rules,
+            restrict_tcp,
+            connect_port,
+            true,
+        ))
     };
     match landlock {
         None => {}

@@ -29,10 +29,13 @@ pub enum Switch {
     NoNewPrivs,
     /// The workload keeps its capabilities and bounding set.
     CapDrop,
+    /// The workload keeps its bounding set (it drops its other
+    /// capabilities).
+    BoundingSet,
 }
 
 impl Switch {
-    pub const ALL: [Switch; 7] = [
+    pub const ALL: [Switch; 8] = [
         Switch::Landlock,
         Switch::Seccomp,
         Switch::MountRo,
@@ -40,6 +43,7 @@ impl Switch {
         Switch::Dumpable,
         Switch::NoNewPrivs,
         Switch::CapDrop,
+        Switch::BoundingSet,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +55,7 @@ impl Switch {
             Switch::Dumpable => "dumpable",
             Switch::NoNewPrivs => "no-new-privs",
             Switch::CapDrop => "cap-drop",
+            Switch::BoundingSet => "bounding-set",
         }
     }
 }
@@ -68,7 +73,10 @@ pub fn parse(value: &str) -> Result<Vec<Switch>, String> {
                 .find(|s| s.name() == name)
                 .ok_or_else(|| {
                     let known: Vec<&str> = Switch::ALL.iter().map(|s| s.name()).collect();
-                    format!("{VAR}: unknown layer '{name}' (known: {})", known.join(", "))
+                    format!(
+                        "{VAR}: unknown layer '{name}' (known: {})",
+                        known.join(", ")
+                    )
                 })
         })
         .collect()
