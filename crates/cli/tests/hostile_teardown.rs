@@ -244,6 +244,45 @@ fn mount_table() -> Vec<String> {
         .collect()
 }
 
+/// Host processes in the mount namespace `ns` (`mnt:[N]`), and host
+/// processes holding a descriptor to it: either keeps its mounts alive.
+/// Processes the test may not inspect are not counted (a sandbox's are
+/// always inspectable by the user who started it).
+fn holders_of_mount_namespace(ns: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let link = |p: std::path::PathBuf| {
+            std::fs::read_link(p)
+                .map(|l| l.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        if link(e.path().join("ns/mnt")) == ns {
+            found.push(format!("pid {pid} is in it"));
+        }
+        for fd in std::fs::read_dir(e.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if link(fd.path()) == ns {
+                found.push(format!("pid {pid} holds it as fd {:?}", fd.file_name()));
+            }
+        }
+    }
+    found
+}
+
+/// Layer: the sandbox's mounts live only in its mount namespace, which
+/// dies with its last process. While the run lasts, the test sees that
+/// namespace (with the sandbox's binds in it) from the host; afterwards
+/// no process is in it or holds it, and the host's table gained nothing.
 #[test]
 fn no_mounts_left() {
     if ready() {
@@ -254,13 +293,49 @@ fn no_mounts_left() {
     std::fs::create_dir(w.path().join("data")).expect("mkdir");
     let mark = marker("mounts");
     let before = mount_table();
-    let o = w.sh(
+    let mut run = w.start(
         &["--rw", "out", "--ro", "data", "--tmp-size", "4MiB"],
-        &format!("echo x > /tmp/{mark}; echo x > out/f; grep -c . /proc/self/mountinfo"),
+        &[
+            "sh",
+            "-c",
+            "echo x > /tmp/$1; echo x > out/f; echo \"ns $(readlink /proc/self/ns/mnt)\"; \
+             while [ ! -e out/go ]; do sleep 0.02; done",
+            "sh",
+            &mark,
+        ],
     );
+    assert!(
+        run.wait_for_stdout("]\n", Duration::from_secs(20)),
+        "{}",
+        run.stderr_so_far()
+    );
+    let ns = run
+        .stdout_so_far()
+        .lines()
+        .find_map(|l| l.strip_prefix("ns ").map(str::to_owned))
+        .expect("namespace");
+    // The witness: while the sandbox runs, its namespace and binds are
+    // there to be seen.
+    let holders = holders_of_mount_namespace(&ns);
+    assert!(
+        !holders.is_empty(),
+        "the sandbox's namespace {ns} not found"
+    );
+    let pid: String = holders[0].split(' ').nth(1).expect("pid").to_owned();
+    let inside = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
+    let data = w.path().join("data").to_string_lossy().into_owned();
+    assert!(
+        inside.lines().any(|l| l.contains(&data)),
+        "the read-only bind is not in the sandbox's table: {inside}"
+    );
+    std::fs::write(w.path().join("out/go"), "").expect("go");
+    let o = run.finish();
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let inside: usize = o.stdout.trim().parse().expect("mount count inside");
-    assert!(inside >= 5, "the sandbox had its own mounts: {inside}");
+    let holders = holders_of_mount_namespace(&ns);
+    assert!(
+        holders.is_empty(),
+        "the sandbox's mount namespace {ns} outlived it: {holders:?}"
+    );
     let after = mount_table();
     let dir = w.path().to_string_lossy().into_owned();
     let new: Vec<&String> = after
