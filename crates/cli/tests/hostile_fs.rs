@@ -213,24 +213,7 @@ fn the_non_dumpable_init_s_proc_files_are_not_the_workload_s() {
             };
             return (o.code, o.stdout, o.stderr);
         }
-        std::fs::set_permissions(
-            w.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("chmod");
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(cordon_bin())
-            .args(["run", "--no-audit", "--", "python3", "-c", &code])
-            .env(DISABLE_LAYERS, layers)
-            .current_dir(w.path())
-            .output()
-            .expect("setpriv");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        w.run_as_nobody(&["--", "python3", "-c", &code], &[(DISABLE_LAYERS, layers)])
     };
     let (code_, stdout, stderr) = run("");
     assert_eq!(code_, 0, "{stderr}");

@@ -7,14 +7,8 @@
 mod common;
 use common::*;
 
+/// Attempts after `PY_ATTEMPT`.
 const PROBE: &str = r#"
-import errno, os, socket, sys
-def attempt(name, f):
-    try:
-        f()
-        print(name, "ALLOWED")
-    except OSError as e:
-        print(name, errno.errorcode.get(e.errno, e.errno))
 attempt("read-shadow", lambda: open("/etc/shadow").read())
 attempt("list-root", lambda: os.listdir("/root"))
 attempt("write-usr", lambda: open("/usr/cordon-proc-x", "w"))
@@ -36,17 +30,13 @@ attempt("unshare", unshare)
 #[test]
 fn landlock_seccomp_and_rlimits_hold_without_namespaces() {
     let w = Workdir::new();
+    let code = format!("{PY_ATTEMPT}{PROBE}");
     let o = w.run(
         &["--no-audit", "--isolation", "process"],
-        &["python3", "-c", PROBE],
+        &["python3", "-c", &code],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let result = |name: &str| -> String {
-        o.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{name} ")).map(str::to_owned))
-            .unwrap_or_else(|| panic!("{name} not reported: {}", o.stdout))
-    };
+    let result = |name: &str| attempt_result(&o, name);
     for name in [
         "read-shadow",
         "list-root",
@@ -66,7 +56,7 @@ fn landlock_seccomp_and_rlimits_hold_without_namespaces() {
     }
     // Landlock's signal scoping (ABI 6+) refuses signals to processes
     // outside the sandbox.
-    if cordon_landlock_abi() >= 6 {
+    if landlock_abi() >= 6 {
         assert_eq!(result("signal-init"), "EPERM", "{}", o.stdout);
     }
     assert!(!std::path::Path::new("/tmp/cordon-proc-escape").exists());
@@ -74,13 +64,4 @@ fn landlock_seccomp_and_rlimits_hold_without_namespaces() {
     // The report says plainly that no namespaces were used.
     assert_eq!(o.report["enforcement"]["isolation"], "process");
     assert!(o.stderr.contains("not enforced"), "{}", o.stderr);
-}
-
-fn cordon_landlock_abi() -> u64 {
-    let out = std::process::Command::new(cordon_bin())
-        .args(["doctor", "--json"])
-        .output()
-        .expect("doctor");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["landlock_abi"].as_u64().unwrap_or(0)
 }

@@ -376,23 +376,9 @@ fn process_level_without_root() {
     let mark = marker("procnonroot");
     let o = if is_root() {
         // Run cordon as nobody to reproduce what a non-root user gets.
-        std::fs::set_permissions(
-            w.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("chmod");
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(cordon_bin())
-            .args(["run", "--no-audit", "--isolation", "process", "--"])
-            .args(["sh", "-c", "echo ok", &mark])
-            .current_dir(w.path())
-            .output()
-            .expect("setpriv");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        w.run_as_nobody(
+            &["--isolation", "process", "--", "sh", "-c", "echo ok", &mark],
+            &[],
         )
     } else {
         let o = w.sh(&["--isolation", "process"], "echo ok");

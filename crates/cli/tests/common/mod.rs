@@ -571,3 +571,30 @@ pub fn attempt_result(o: &Outcome, label: &str) -> String {
         .find_map(|l| l.strip_prefix(&format!("{label} ")).map(str::to_owned))
         .unwrap_or_else(|| panic!("{label} not reported: {}{}", o.stdout, o.stderr))
 }
+
+impl Workdir {
+    /// As root: `cordon run --no-audit ARGS` in this directory as user
+    /// nobody (uid 65534), with `env` added, to see what a caller who is
+    /// not root gets. Returns the exit code, stdout and stderr.
+    pub fn run_as_nobody(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        std::fs::set_permissions(
+            self.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(cordon_bin())
+            .args(["run", "--no-audit"])
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(self.path())
+            .output()
+            .expect("setpriv");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
