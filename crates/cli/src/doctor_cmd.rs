@@ -13,8 +13,13 @@ pub struct DoctorArgs {
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     let report = cordon_jail::host::probe();
+    let staging = staging_check();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert("staging".into(), serde_json::to_value(&staging)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
             "cordon {} on Linux {} (uid {})",
@@ -52,6 +57,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         line("cgroups", &report.cgroup);
         line("mount_setattr", &report.mount_setattr);
         line("overlayfs", &report.overlayfs);
+        line("staging", &staging);
         println!("isolation level: {}", report.isolation_level);
         println!("limits:");
         for (what, how) in &report.limits {
@@ -60,4 +66,39 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     }
     let usable = report.user_namespaces.ok && report.seccomp.ok && report.mount_setattr.ok;
     Ok(if usable { 0 } else { 1 })
+}
+
+/// Whether `run --stage` works here: an overlay with `userxattr` mounted in
+/// a user namespace, its upper layer in the stage store.
+fn staging_check() -> cordon_jail::host::Check {
+    use cordon_jail::host::Check;
+    let missing = |detail: String, fix: &str| Check {
+        ok: false,
+        detail,
+        fix: Some(fix.to_owned()),
+    };
+    let root = match crate::stage_cmd::store() {
+        Ok(s) => s.root().to_path_buf(),
+        Err(e) => return missing(format!("{e:#}"), "set HOME or XDG_STATE_HOME"),
+    };
+    if let Err(e) = std::fs::create_dir_all(&root) {
+        return missing(
+            format!("{}: {e}", root.display()),
+            "make the state directory writable",
+        );
+    }
+    match cordon_jail::overlay_probe(&root) {
+        Ok(()) => Check {
+            ok: true,
+            detail: format!(
+                "run --stage: overlayfs (userxattr) in a user namespace, changes kept in {}",
+                root.display()
+            ),
+            fix: None,
+        },
+        Err(e) => missing(
+            format!("run --stage is refused here: {e}"),
+            cordon_jail::STAGE_FIX,
+        ),
+    }
 }

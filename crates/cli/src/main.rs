@@ -12,6 +12,7 @@ mod plan;
 mod profile_cmd;
 mod run_cmd;
 mod secrets;
+mod stage_cmd;
 
 use std::process::ExitCode;
 
@@ -29,7 +30,7 @@ pub const EXIT_CORDON: u8 = 125;
     long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
                   no network, bounded CPU, memory, processes, disk, time and output, and nothing \
                   left running afterwards.",
-    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon doctor --json"
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon doctor --json"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,6 +48,10 @@ enum Command {
     /// Inspect, check and explain profiles.
     #[command(subcommand)]
     Profile(profile_cmd::ProfileCommand),
+    /// Show what a staged run (`run --stage`) changed.
+    Changes(stage_cmd::ChangesArgs),
+    /// Drop a staged run's changes without applying them.
+    Discard(stage_cmd::DiscardArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +61,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(*args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Profile(cmd) => profile_cmd::run(cmd),
+        Command::Changes(args) => stage_cmd::changes(args),
+        Command::Discard(args) => stage_cmd::discard(args),
         Command::Audit(args) => {
             audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))
         }

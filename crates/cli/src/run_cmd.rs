@@ -11,7 +11,7 @@ use cordon_policy::{
 };
 use serde::Serialize;
 
-use crate::{audit_bridge, egress_bridge, plan, secrets};
+use crate::{audit_bridge, egress_bridge, plan, secrets, stage_cmd};
 
 #[derive(Debug, Args)]
 #[command(
@@ -20,6 +20,7 @@ deadline killed it; 125 if cordon could not build the sandbox; 126/127 if the co
 executed / was not found.\n\n\
 Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --ro ./data --memory 512MiB --timeout 30s -- python3 job.py\n  \
 cordon run --profile profiles/python.toml -- pytest\n  cordon run --report outcome.json -- make test\n  \
+cordon run --stage ./repo -- make fmt test    # then: cordon changes RUN_ID\n  \
 cordon run --preset medium --cwd rw -- ./build.sh\n  \
 cordon run --allow-net pypi.org --allow-net '*.pythonhosted.org' -- pip download requests\n  \
 cordon run --allow-net api.example.com --net-log net.jsonl -- python3 agent_tool.py\n  \
@@ -38,6 +39,10 @@ pub struct RunArgs {
     /// Make a host path writable inside, at the same path (repeatable).
     #[arg(long = "rw", value_name = "PATH")]
     read_write: Vec<PathBuf>,
+    /// Make a host directory writable inside, but keep every write aside
+    /// (an overlay): the host tree is untouched until `cordon promote`.
+    #[arg(long, value_name = "DIR")]
+    stage: Option<PathBuf>,
     /// Access to the current directory: ro, rw or none.
     #[arg(long, value_name = "ACCESS")]
     cwd: Option<CwdAccess>,
@@ -170,6 +175,9 @@ struct Report<'a> {
     /// profile opts out).
     #[serde(skip_serializing_if = "Option::is_none")]
     host_tools: Option<&'a crate::host_tools::HostTools>,
+    /// The staged directory's run and change count (`--stage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stage: Option<&'a stage_cmd::StageReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -255,6 +263,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let redactor = cordon_scan::Redactor::with_values(&values);
 
     let run_id = cordon_audit::new_run_id();
+    let staging = match &args.stage {
+        Some(dir) => Some(stage_cmd::prepare(dir, &run_id, &args.command, &mut spec)?),
+        None => None,
+    };
     let audit_path = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, &profile)?;
     let recorder = Arc::new(egress_bridge::Recorder::new(args.net_log.as_deref())?);
     let mut hooks = RunHooks {
@@ -294,6 +306,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let outcome = match result {
         Ok(o) => o,
         Err(e) => {
+            if let Some(s) = staging {
+                s.abandon();
+            }
             // A run that was recorded as started is recorded as failed too.
             if let Some(session) = hooks.audit.take() {
                 session.failed(&e.to_string())?;
@@ -305,6 +320,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         t.check_after(outcome.enforcement.isolation == cordon_jail::IsolationLevel::Process);
     }
     let egress = recorder.events();
+    let stage_report = match staging {
+        Some(s) => Some(s.finish()?),
+        None => None,
+    };
     let incidents = match hooks.audit.take() {
         Some(session) => session.finish(&outcome, &egress, &sink.excerpts)?,
         None => audit_bridge::incidents(&outcome, &egress),
@@ -328,6 +347,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             egress: &egress,
             incidents: &incidents,
             host_tools: host_tools.as_ref(),
+            stage: stage_report.as_ref(),
             egress_summary: summary.map(|s| EgressTotals {
                 connections: s.connections,
                 allowed: s.allowed,
@@ -371,6 +391,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                     path.display()
                 );
             }
+        }
+        if let Some(s) = &stage_report {
+            eprintln!("{}", s.lines());
         }
         if let Some(line) = incident_summary(&incidents, &outcome) {
             eprintln!("{line}");

@@ -25,6 +25,7 @@ pub mod host;
 mod kaudit;
 mod landlock_rules;
 mod outcome;
+mod overlay;
 mod rootfs;
 mod run;
 pub mod seccomp;
@@ -41,11 +42,12 @@ pub use landlock_rules::kernel_abi as landlock_abi;
 pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
 };
+pub use overlay::{probe as overlay_probe, STAGE_FIX};
 pub use run::{
     run, run_with, userns_fix, CaptureSink, Hooks, NoHooks, OutputSink, RunOptions, Started,
     StdioSink, Stream,
 };
 pub use spec::{
     Bind, FileOverlay, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction,
-    Spec, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
+    Spec, StagedBind, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
 };

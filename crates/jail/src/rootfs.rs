@@ -17,6 +17,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use crate::error::{JailError, Result};
 use crate::etc;
+use crate::overlay;
 use crate::spec::{Layer, Spec};
 use crate::sys::{self, MountAttrs};
 
@@ -62,6 +63,7 @@ pub(crate) struct Plan {
     tmp_options: CString,
     files: Vec<crate::spec::FileOverlay>,
     user_sysctls: Vec<crate::budgets::UserSysctl>,
+    staged: Vec<crate::spec::StagedBind>,
 }
 
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
@@ -79,6 +81,7 @@ impl Plan {
             user_binds: Vec::new(),
             files: spec.files.clone(),
             user_sysctls: crate::budgets::user_sysctls(&spec.limits.kernel),
+            staged: spec.staged.clone(),
             tmp_options: CString::new(format!(
                 "size={},nr_inodes={},mode=1777",
                 spec.tmp_size.max(4096),
@@ -178,6 +181,7 @@ impl Plan {
         // Parents before children, so nested binds land on top.
         user.sort_by_key(|b| b.path.components().count());
         plan.user_binds = user;
+        overlay::check(&plan.staged)?;
         Ok(plan)
     }
 
@@ -189,6 +193,7 @@ impl Plan {
             .chain(&self.user_binds)
             .map(|b| (b.path.clone(), b.writable, b.dir))
             .collect();
+        out.extend(self.staged.iter().map(|s| (s.lower.clone(), true, true)));
         out.push((PathBuf::from("/etc"), false, true));
         out.extend(self.files.iter().map(|f| (f.path.clone(), false, false)));
         out
@@ -240,6 +245,7 @@ impl Plan {
                 })
             })
             .collect::<Result<_>>()?;
+        let staged = overlay::open(&self.staged)?;
 
         // The new root: a small tmpfs, mounted over /tmp in this namespace
         // only (every source is already open).
@@ -296,7 +302,8 @@ impl Plan {
         for (b, src) in self.user_binds.iter().zip(&user) {
             bind(root, b, src.as_fd())?;
         }
-        drop((system, etc_src, user, dev));
+        overlay::mount(root, &self.staged, &staged, |r, p| make_target(r, p, true))?;
+        drop((system, etc_src, user, dev, staged));
         self.place_files(root)?;
 
         build_proc(root, &self.user_sysctls)?;

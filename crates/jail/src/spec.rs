@@ -45,6 +45,25 @@ pub struct Spec {
     /// binds put there (for example a CA bundle that adds cordon's per-run
     /// certificate authority to the system's).
     pub files: Vec<FileOverlay>,
+    /// Staged directories: writable inside at their own path, with every
+    /// write kept in a separate upper layer on the host (see [`StagedBind`]).
+    #[serde(default)]
+    pub staged: Vec<StagedBind>,
+}
+
+/// A bind kind whose writes never reach the host directory: an overlay
+/// filesystem with the host directory as its (read-only) lower layer and
+/// `upper`/`work` as its writable layer, mounted inside the sandbox's user
+/// namespace with `userxattr`. All three are canonical absolute host paths;
+/// `upper` and `work` must be empty directories on the same filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedBind {
+    /// The host directory, and where it appears inside.
+    pub lower: PathBuf,
+    /// Where the changes go.
+    pub upper: PathBuf,
+    /// Overlayfs's scratch directory.
+    pub work: PathBuf,
 }
 
 /// A file that exists only inside the sandbox.
@@ -201,6 +220,7 @@ impl Spec {
             stdin: StdinMode::Inherit,
             hostname: "cordon".into(),
             files: Vec::new(),
+            staged: Vec::new(),
         }
     }
 }

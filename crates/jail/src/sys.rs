@@ -440,3 +440,51 @@ pub(crate) fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Run `f` in a forked child that is root in a new user namespace (mapped
+/// to `uid`/`gid`) with a new mount namespace; returns its result: 0 on
+/// success, else the errno it failed with. Only for single-threaded callers
+/// (`cordon doctor`, a probe before a run).
+pub(crate) fn in_user_and_mount_ns(
+    uid: u32,
+    gid: u32,
+    f: impl FnOnce() -> Result<(), i32>,
+) -> io::Result<i32> {
+    // Everything that allocates is prepared before the fork.
+    let uid_map = format!("0 {uid} 1");
+    let gid_map = format!("0 {gid} 1");
+    match fork()? {
+        None => {
+            let code = (|| {
+                // SAFETY: unshare with constant flags in this child.
+                if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } == -1 {
+                    return io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EIO);
+                }
+                for (file, text) in [
+                    ("/proc/self/setgroups", "deny"),
+                    ("/proc/self/uid_map", uid_map.as_str()),
+                    ("/proc/self/gid_map", gid_map.as_str()),
+                ] {
+                    if let Err(e) = std::fs::write(file, text) {
+                        return e.raw_os_error().unwrap_or(libc::EIO);
+                    }
+                }
+                match f() {
+                    Ok(()) => 0,
+                    Err(errno) => errno,
+                }
+            })();
+            exit_now(code.clamp(0, 255))
+        }
+        Some(pid) => {
+            let (_, status, _) = wait4(pid, 0)?;
+            if libc::WIFEXITED(status) {
+                Ok(libc::WEXITSTATUS(status))
+            } else {
+                Ok(libc::EIO)
+            }
+        }
+    }
+}

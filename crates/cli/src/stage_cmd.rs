@@ -1,0 +1,309 @@
+//! Staged workspaces: `run --stage DIR` (writes go to an upper layer, the
+//! host tree is untouched), `changes`, `discard` (and `promote`, in
+//! promote_cmd.rs).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use cordon_stage::{ChangeSet, Kind, Op, Policy, Stage, Store};
+use serde::Serialize;
+
+/// Staged runs older than this are removed when a new one starts.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// A run whose upper layer grows past this is discarded when it ends.
+pub const DEFAULT_SIZE_CAP: u64 = 1 << 30;
+
+/// The stage store of this user.
+pub fn store() -> anyhow::Result<Store> {
+    let root = Store::default_root().context(
+        "cannot find a place for staged runs: set HOME or XDG_STATE_HOME to an absolute path",
+    )?;
+    Ok(Store::new(root))
+}
+
+/// A staged run being prepared or running.
+#[derive(Debug)]
+pub struct Staging {
+    pub stage: Stage,
+    size_cap: u64,
+}
+
+/// What the report and stderr say about a staged run.
+#[derive(Debug, Serialize)]
+pub struct StageReport {
+    pub run_id: String,
+    pub path: PathBuf,
+    /// `overlay`.
+    pub mode: String,
+    /// Changes captured (0 when the run was discarded).
+    pub changes: usize,
+    /// The change set's hash.
+    pub hash: String,
+    /// Where the upper layer is kept.
+    pub upper: PathBuf,
+    /// Why the changes were not kept, if they were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
+    /// The command that shows the changes.
+    pub review: String,
+}
+
+/// Set up the stage for `dir` and add the staged bind to `spec`.
+pub fn prepare(
+    dir: &Path,
+    run_id: &str,
+    command: &[String],
+    spec: &mut cordon_jail::Spec,
+) -> anyhow::Result<Staging> {
+    if spec.isolation.level != cordon_jail::IsolationLevel::Namespaces {
+        bail!("--stage needs the namespaces isolation level (an overlay in the sandbox's own mount namespace); the process level cannot stage writes");
+    }
+    let canonical = std::fs::canonicalize(dir)
+        .with_context(|| format!("--stage {}: cannot use this directory", dir.display()))?;
+    if canonical != cordon_policy::normalize(&std::env::current_dir()?.join(dir)) {
+        bail!(
+            "--stage {}: this path goes through a symlink (it resolves to {}); name the real directory",
+            dir.display(),
+            canonical.display()
+        );
+    }
+    if !canonical.is_dir() {
+        bail!("--stage {}: not a directory", dir.display());
+    }
+    let store = store()?;
+    if store.root().starts_with(&canonical) {
+        bail!(
+            "--stage {}: the stage store {} is inside this directory; stage a project directory, not one that holds cordon's state",
+            dir.display(),
+            store.root().display()
+        );
+    }
+    // Bounded: old stages go when a new one starts.
+    let _ = store.prune(DEFAULT_MAX_AGE);
+    let stage = store
+        .create(run_id, &canonical, command.to_vec(), Policy::default())
+        .map_err(|e| anyhow::anyhow!("cannot create the stage: {e}"))?;
+    spec.staged.push(cordon_jail::StagedBind {
+        lower: canonical,
+        upper: stage.upper(),
+        work: stage.work(),
+    });
+    Ok(Staging {
+        stage,
+        size_cap: DEFAULT_SIZE_CAP,
+    })
+}
+
+impl Staging {
+    /// The sandbox could not be built: nothing was staged.
+    pub fn abandon(self) {
+        let _ = self.stage.remove();
+    }
+
+    /// The run ended: capture its change set and keep it (or discard it
+    /// when it is over the size cap).
+    pub fn finish(self) -> anyhow::Result<StageReport> {
+        let id = self.stage.meta.run_id.clone();
+        let mut report = StageReport {
+            run_id: id.clone(),
+            path: self.stage.meta.target.clone(),
+            mode: self.stage.meta.mode.clone(),
+            changes: 0,
+            hash: String::new(),
+            upper: self.stage.upper(),
+            discarded: None,
+            review: format!("cordon changes {id}"),
+        };
+        let size = self.stage.upper_bytes();
+        if size > self.size_cap {
+            self.stage.remove()?;
+            report.discarded = Some(format!(
+                "the staged changes hold {size} bytes, over the cap of {} bytes",
+                self.size_cap
+            ));
+            return Ok(report);
+        }
+        let set = cordon_stage::capture(&self.stage)
+            .map_err(|e| anyhow::anyhow!("cannot read the staged changes: {e}"))?;
+        self.stage.save_changes(&set)?;
+        report.changes = set.entries.len();
+        report.hash = set.hash;
+        Ok(report)
+    }
+}
+
+impl StageReport {
+    /// The lines for stderr.
+    pub fn lines(&self) -> String {
+        if let Some(why) = &self.discarded {
+            return format!(
+                "cordon: staged run {} of {} discarded: {why}",
+                self.run_id,
+                self.path.display()
+            );
+        }
+        if self.changes == 0 {
+            return format!(
+                "cordon: staged run {}: no changes to {} (drop it: cordon discard {})",
+                self.run_id,
+                self.path.display(),
+                self.run_id
+            );
+        }
+        format!(
+            "cordon: staged run {}: {} change(s) to {} kept aside; review: {}; apply: cordon promote {}; drop: cordon discard {}",
+            self.run_id,
+            self.changes,
+            self.path.display(),
+            self.review,
+            self.run_id,
+            self.run_id
+        )
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  cordon changes                     # every staged run\n  \
+cordon changes RUN_ID\n  cordon changes RUN_ID --diff\n  cordon changes RUN_ID --json | jq '.entries[].path'"
+)]
+pub struct ChangesArgs {
+    /// The staged run (as printed by `cordon run --stage`); none lists them all.
+    run_id: Option<String>,
+    /// Show a unified diff of text files (sizes and hashes for the rest).
+    #[arg(long, conflicts_with = "json")]
+    diff: bool,
+    /// Print the change set as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn changes(args: ChangesArgs) -> anyhow::Result<u8> {
+    let store = store()?;
+    let Some(id) = args.run_id else {
+        return list(&store, args.json);
+    };
+    let stage = store.open(&id).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let set = stage.changes().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&set)?);
+    } else if args.diff {
+        let text =
+            cordon_stage::render_diff(&stage, &set.entries).map_err(|e| anyhow::anyhow!("{e}"))?;
+        print!("{text}");
+    } else {
+        print_listing(&stage, &set);
+    }
+    Ok(0)
+}
+
+fn print_listing(stage: &Stage, set: &ChangeSet) {
+    use std::io::Write;
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    let _ = writeln!(
+        out,
+        "staged run {} of {} ({}): {} change(s), change set {}",
+        set.run_id,
+        set.target.display(),
+        stage.meta.mode,
+        set.entries.len(),
+        &set.hash[..set.hash.len().min(16)]
+    );
+    for e in &set.entries {
+        let mut line = format!("{} {:<7} {}", e.op.letter(), e.kind.as_str(), e.path);
+        if e.kind == Kind::Symlink && e.op != Op::Deleted {
+            line.push_str(&format!(" -> {}", e.link.as_deref().unwrap_or("")));
+        }
+        match (e.op, &e.base, e.mode) {
+            (Op::Mode, Some(b), Some(m)) => line.push_str(&format!("  {:o} -> {m:o}", b.mode)),
+            (Op::Added, _, Some(m)) if e.kind == Kind::File => {
+                line.push_str(&format!("  {} bytes, mode {m:o}", e.size.unwrap_or(0)))
+            }
+            (Op::Modified, Some(b), _) if e.kind == Kind::File => {
+                line.push_str(&format!("  {} -> {} bytes", b.size, e.size.unwrap_or(0)))
+            }
+            _ => {}
+        }
+        if let Some(why) = &e.unsafe_reason {
+            line.push_str(&format!("  [never promoted: {why}]"));
+        } else if e.base.as_ref().is_some_and(|b| b.changed_during_run) {
+            line.push_str("  [conflict: the host file changed during the run]");
+        } else {
+            let d = stage.meta.policy.decide(e);
+            if let Some(a) = d.action {
+                line.push_str(&format!("  [{}: {}]", action_word(a), d.rules.join(", ")));
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+pub fn action_word(a: cordon_stage::Action) -> &'static str {
+    match a {
+        cordon_stage::Action::Auto => "auto",
+        cordon_stage::Action::Ask => "ask",
+        cordon_stage::Action::Refuse => "refused",
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Listed {
+    run_id: String,
+    path: PathBuf,
+    mode: String,
+    created_unix: u64,
+    command: Vec<String>,
+}
+
+fn list(store: &Store, json: bool) -> anyhow::Result<u8> {
+    let stages = store.list().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listed: Vec<Listed> = stages
+        .into_iter()
+        .map(|s| Listed {
+            run_id: s.meta.run_id,
+            path: s.meta.target,
+            mode: s.meta.mode,
+            created_unix: s.meta.created_unix,
+            command: s.meta.command,
+        })
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+    } else if listed.is_empty() {
+        println!("no staged runs in {}", store.root().display());
+    } else {
+        for l in &listed {
+            println!(
+                "{}  {}  {}",
+                l.run_id,
+                l.path.display(),
+                l.command.join(" ")
+            );
+        }
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  cordon discard 019a...")]
+pub struct DiscardArgs {
+    /// The staged run to drop (its changes are deleted; the host tree is not touched).
+    run_id: String,
+}
+
+pub fn discard(args: DiscardArgs) -> anyhow::Result<u8> {
+    let store = store()?;
+    let stage = store
+        .open(&args.run_id)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?;
+    eprintln!(
+        "cordon: discarded the staged changes of {} ({})",
+        args.run_id,
+        stage.meta.target.display()
+    );
+    Ok(0)
+}

@@ -1,0 +1,314 @@
+//! Staged workspaces through the real binary: `run --stage` keeps every
+//! write in an overlay's upper layer (the host tree is never written), the
+//! change set names each operation, `promote` applies exactly what was
+//! chosen, atomically and under the promotion policy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{cordon_bin, skip_unless, userns_available, Workdir};
+use serde_json::Value;
+
+/// One test's host tree and private state directory.
+struct Fixture {
+    work: Workdir,
+    repo: PathBuf,
+    state: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let work = Workdir::new();
+        let repo = work.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let state = tempfile::Builder::new()
+            .prefix("cordon-stage-state-")
+            .tempdir()
+            .unwrap();
+        Fixture { work, repo, state }
+    }
+
+    fn file(&self, rel: &str, text: &str, mode: u32) {
+        let p = self.repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// `cordon run --stage repo -- sh -c script` (run in the repo).
+    fn staged(&self, script: &str) -> (common::Outcome, String) {
+        let repo = self.repo.display().to_string();
+        let state = self.state.path().to_path_buf();
+        let script = format!("cd '{repo}' && {script}");
+        let o = self.work.run_with(
+            &["--stage", &repo, "--no-audit"],
+            &["sh", "-c", &script],
+            |c| {
+                c.env("XDG_STATE_HOME", &state);
+            },
+        );
+        let id = o.report["stage"]["run_id"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        (o, id)
+    }
+
+    fn cordon(&self, args: &[&str]) -> std::process::Output {
+        Command::new(cordon_bin())
+            .args(args)
+            .current_dir(self.work.path())
+            .env("XDG_STATE_HOME", self.state.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cordon")
+    }
+
+    fn changes(&self, id: &str) -> Value {
+        let out = self.cordon(&["changes", id, "--json"]);
+        assert!(
+            out.status.success(),
+            "changes: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// Every entry of a tree: kind, mode, and content or link target.
+fn snapshot(root: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, Vec<u8>)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let data = if m.file_type().is_symlink() {
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else if m.is_file() {
+                std::fs::read(&p).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.insert(rel, (m.mode(), data));
+            if m.is_dir() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Watches every directory of a tree for anything that writes to it.
+struct Watch {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Watch {
+    fn new(root: &Path) -> Watch {
+        use rustix::fs::inotify;
+        let fd =
+            inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+        let mask = inotify::WatchFlags::MODIFY
+            | inotify::WatchFlags::ATTRIB
+            | inotify::WatchFlags::CLOSE_WRITE
+            | inotify::WatchFlags::CREATE
+            | inotify::WatchFlags::DELETE
+            | inotify::WatchFlags::DELETE_SELF
+            | inotify::WatchFlags::MOVED_FROM
+            | inotify::WatchFlags::MOVED_TO
+            | inotify::WatchFlags::MOVE_SELF;
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            inotify::add_watch(&fd, &d, mask).unwrap();
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    dirs.push(e.path());
+                }
+            }
+        }
+        Watch { fd }
+    }
+
+    /// Events seen so far (0 when the tree was only read).
+    fn events(&self) -> usize {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = rustix::fs::inotify::Reader::new(&self.fd, &mut buf);
+        let mut n = 0;
+        while let Ok(ev) = reader.next() {
+            eprintln!("inotify: {:?} {:?}", ev.events(), ev.file_name());
+            n += 1;
+        }
+        n
+    }
+}
+
+fn entry<'a>(set: &'a Value, path: &str, op: &str) -> Option<&'a Value> {
+    set["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == path && e["op"] == op)
+}
+
+fn staging_available() -> bool {
+    !skip_unless(userns_available(), "user namespaces are unavailable")
+}
+
+/// Layer: the overlay's upper layer (jail/overlay.rs). A run that writes,
+/// appends, deletes, renames (a file and a directory), chmods, symlinks and
+/// replaces a directory leaves the host tree byte-identical (hashes of
+/// every entry, and no inotify write event during the run), and the change
+/// set names each operation. With the overlay replaced by a plain writable
+/// bind (`--rw`), both checks fail.
+#[test]
+fn staged_run_leaves_host_untouched_and_lists_every_op() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("edit.txt", "one\n", 0o644);
+    f.file("gone.txt", "bye\n", 0o644);
+    f.file("old-name.txt", "moving\n", 0o644);
+    f.file("chmod.sh", "echo hi\n", 0o644);
+    f.file("dir/inner.txt", "inside\n", 0o644);
+    f.file("replaced/old.txt", "old\n", 0o644);
+    let before = snapshot(&f.repo);
+    let watch = Watch::new(&f.repo);
+    let (o, id) = f.staged(
+        "echo two >> edit.txt && rm gone.txt && mv old-name.txt new-name.txt && \
+         chmod 755 chmod.sh && ln -s edit.txt link && mv dir dir2 && \
+         rm -rf replaced && mkdir replaced && echo fresh > replaced/new.txt && \
+         echo added > added.txt && cat edit.txt",
+    );
+    assert_eq!(o.code, 0, "stderr: {}", o.stderr);
+    assert_eq!(
+        o.stdout, "one\ntwo\n",
+        "inside, the staged tree is the changed one"
+    );
+    assert_eq!(
+        watch.events(),
+        0,
+        "the host tree was written during the run"
+    );
+    assert_eq!(snapshot(&f.repo), before, "the host tree changed");
+
+    assert!(
+        !id.is_empty(),
+        "the report names the staged run: {}",
+        o.report
+    );
+    assert!(
+        o.stderr.contains(&format!("cordon changes {id}")),
+        "stderr names the command that shows the changes: {}",
+        o.stderr
+    );
+    let set = f.changes(&id);
+    let modified = entry(&set, "edit.txt", "modified").expect("edit.txt modified");
+    assert_eq!(modified["base"]["size"], 4);
+    assert_eq!(modified["size"], 8);
+    assert!(entry(&set, "gone.txt", "deleted").is_some(), "{set}");
+    assert!(entry(&set, "old-name.txt", "deleted").is_some(), "{set}");
+    assert!(entry(&set, "new-name.txt", "added").is_some(), "{set}");
+    let mode = entry(&set, "chmod.sh", "mode").expect("chmod.sh mode-only change");
+    assert_eq!(mode["mode"], 0o755);
+    assert_eq!(mode["base"]["mode"], 0o644);
+    let link = entry(&set, "link", "added").expect("link added");
+    assert_eq!(link["kind"], "symlink");
+    assert_eq!(link["link"], "edit.txt");
+    assert!(entry(&set, "dir/inner.txt", "deleted").is_some(), "{set}");
+    assert!(entry(&set, "dir", "deleted").is_some(), "{set}");
+    assert!(entry(&set, "dir2/inner.txt", "added").is_some(), "{set}");
+    // rm -rf + mkdir: an opaque directory hides the old contents.
+    assert!(
+        entry(&set, "replaced/old.txt", "deleted").is_some(),
+        "{set}"
+    );
+    assert!(entry(&set, "replaced/new.txt", "added").is_some(), "{set}");
+    assert!(
+        entry(&set, "replaced", "deleted").is_none(),
+        "the directory itself stays: {set}"
+    );
+    assert!(entry(&set, "added.txt", "added").is_some(), "{set}");
+    assert_eq!(
+        set["entries"].as_array().unwrap().len(),
+        13,
+        "nothing else is reported (copied-up files that did not change are not changes): {set}"
+    );
+    assert_eq!(o.report["stage"]["changes"], 13);
+    assert_eq!(o.report["stage"]["hash"], set["hash"]);
+
+    let diff = f.cordon(&["changes", &id, "--diff"]);
+    let diff = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        diff.contains("--- a/edit.txt\n+++ b/edit.txt\n@@ -1 +1,2 @@\n one\n+two\n"),
+        "{diff}"
+    );
+    assert!(diff.contains("old mode 644\nnew mode 755"), "{diff}");
+    let listing = f.cordon(&["changes", &id]);
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("M file    edit.txt"), "{listing}");
+    assert!(listing.contains("C file    chmod.sh"), "{listing}");
+
+    // discard: the stage is gone, the host tree still untouched.
+    let out = f.cordon(&["discard", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = f.cordon(&["changes", &id]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no staged run"));
+    assert!(std::fs::read_dir(f.state.path().join("cordon/stage"))
+        .unwrap()
+        .next()
+        .is_none());
+    assert_eq!(snapshot(&f.repo), before);
+}
+
+/// A run that writes nothing leaves an empty change set, and the staged
+/// directory is writable inside even when the profile mounts the current
+/// directory read-only.
+#[test]
+fn staged_run_without_writes_has_no_changes() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("a.txt", "a\n", 0o644);
+    let (o, id) = f.staged("cat a.txt");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.report["stage"]["changes"], 0);
+    assert_eq!(f.changes(&id)["entries"].as_array().unwrap().len(), 0);
+    assert!(o.stderr.contains("no changes"), "{}", o.stderr);
+}
+
+/// The upper layer is private to its owner and outside the staged tree:
+/// `--stage` of a directory that holds the stage store is refused.
+#[test]
+fn stage_store_inside_the_staged_tree_is_refused() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let repo = f.repo.display().to_string();
+    let o = f
+        .work
+        .run_with(&["--stage", &repo, "--no-audit"], &["true"], |c| {
+            c.env("XDG_STATE_HOME", f.repo.join("state"));
+        });
+    assert_eq!(o.code, 125, "{}", o.stderr);
+    assert!(o.stderr.contains("inside this directory"), "{}", o.stderr);
+}

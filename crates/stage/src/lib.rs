@@ -1,0 +1,27 @@
+//! Staged workspaces: a run writes into an upper layer instead of the host
+//! tree; this crate reads that layer as a change set, renders it for review,
+//! checks it against a promotion policy and applies the chosen part to the
+//! host tree all-or-nothing.
+//!
+//! The overlay mount itself is `cordon-jail`'s; this crate only reads and
+//! writes files of the calling user, never follows a symlink in the host
+//! tree (every access is `openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS` from the tree's root), and never creates device
+//! files or setuid/setgid bits.
+
+#![forbid(unsafe_code)]
+
+mod capture;
+mod change;
+mod diff;
+mod error;
+mod fsutil;
+mod policy;
+mod store;
+
+pub use capture::capture;
+pub use change::{Base, Change, ChangeSet, Kind, Op};
+pub use diff::render_diff;
+pub use error::{Result, StageError};
+pub use policy::{valid_glob, Action, Decision, Matcher, Policy, Rule};
+pub use store::{Meta, Stage, Store, MODE_OVERLAY};

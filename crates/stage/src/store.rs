@@ -1,0 +1,298 @@
+//! Where staged runs live: `<state>/cordon/stage/<run id>/` holding
+//! `meta.json` (what was staged, when, under which policy), `upper/` and
+//! `work/` (the overlay's layers), `changes.json` (the change set captured
+//! when the run ended) and `promoted.json` (entries already promoted).
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::change::{ChangeSet, Op};
+use crate::error::{Result, StageError};
+use crate::policy::Policy;
+
+/// The staging mode that mounts overlayfs over the host directory.
+pub const MODE_OVERLAY: &str = "overlay";
+
+/// What a staged run was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub run_id: String,
+    /// The staged host directory (canonical).
+    pub target: PathBuf,
+    pub mode: String,
+    /// `CLOCK_REALTIME_COARSE` when the run started, in ns: a host entry
+    /// whose ctime is not before this changed while the run could see it.
+    pub started_ns: i64,
+    /// Seconds since the epoch when the stage was created.
+    pub created_unix: u64,
+    pub command: Vec<String>,
+    /// The promotion policy of the run's profile.
+    pub policy: Policy,
+}
+
+/// The stage directory of all runs of one user.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+/// One staged run.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub dir: PathBuf,
+    pub meta: Meta,
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// Now on the coarse realtime clock: never later than a timestamp the
+/// kernel gives a file changed after this call.
+pub fn coarse_now_ns() -> i64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    ts.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec)
+}
+
+impl Store {
+    pub fn new(root: PathBuf) -> Store {
+        Store { root }
+    }
+
+    /// `$XDG_STATE_HOME/cordon/stage`, else `~/.local/state/cordon/stage`.
+    pub fn default_root() -> Option<PathBuf> {
+        if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+            let p = PathBuf::from(x);
+            if p.is_absolute() {
+                return Some(p.join("cordon").join("stage"));
+            }
+        }
+        let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
+        Some(PathBuf::from(home).join(".local/state/cordon/stage"))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A new stage for `run_id` over `target`: private directories, meta
+    /// written, start time taken now.
+    pub fn create(
+        &self,
+        run_id: &str,
+        target: &Path,
+        command: Vec<String>,
+        policy: Policy,
+    ) -> Result<Stage> {
+        if !valid_id(run_id) {
+            return Err(StageError::Invalid(format!("{run_id}: not a run id")));
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)
+            .map_err(|e| StageError::io(&self.root, e))?;
+        let dir = self.root.join(run_id);
+        for d in [dir.clone(), dir.join("upper"), dir.join("work")] {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&d)
+                .map_err(|e| StageError::io(&d, e))?;
+        }
+        let meta = Meta {
+            run_id: run_id.to_owned(),
+            target: target.to_path_buf(),
+            mode: MODE_OVERLAY.into(),
+            started_ns: coarse_now_ns(),
+            created_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            command,
+            policy,
+        };
+        let stage = Stage { dir, meta };
+        write_json(&stage.dir.join("meta.json"), &stage.meta)?;
+        Ok(stage)
+    }
+
+    pub fn open(&self, run_id: &str) -> Result<Stage> {
+        if !valid_id(run_id) {
+            return Err(StageError::NoSuchRun(run_id.to_owned()));
+        }
+        let dir = self.root.join(run_id);
+        let meta_path = dir.join("meta.json");
+        let text = match std::fs::read(&meta_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StageError::NoSuchRun(run_id.to_owned()))
+            }
+            Err(e) => return Err(StageError::io(&meta_path, e)),
+        };
+        let meta: Meta = serde_json::from_slice(&text).map_err(|source| StageError::Json {
+            path: meta_path,
+            source,
+        })?;
+        Ok(Stage { dir, meta })
+    }
+
+    /// Every staged run, oldest first.
+    pub fn list(&self) -> Result<Vec<Stage>> {
+        let mut out = Vec::new();
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(StageError::io(&self.root, e)),
+        };
+        for entry in entries.flatten() {
+            if let Some(id) = entry.file_name().to_str() {
+                if let Ok(stage) = self.open(id) {
+                    out.push(stage);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.meta.run_id.cmp(&b.meta.run_id));
+        Ok(out)
+    }
+
+    /// Remove staged runs older than `max_age`; returns their ids.
+    pub fn prune(&self, max_age: Duration) -> Result<Vec<String>> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut removed = Vec::new();
+        for stage in self.list()? {
+            if now.saturating_sub(stage.meta.created_unix) > max_age.as_secs() {
+                stage.remove()?;
+                removed.push(stage.meta.run_id);
+            }
+        }
+        Ok(removed)
+    }
+}
+
+impl Stage {
+    pub fn upper(&self) -> PathBuf {
+        self.dir.join("upper")
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.dir.join("work")
+    }
+
+    fn changes_path(&self) -> PathBuf {
+        self.dir.join("changes.json")
+    }
+
+    fn promoted_path(&self) -> PathBuf {
+        self.dir.join("promoted.json")
+    }
+
+    /// Keep the change set captured when the run ended.
+    pub fn save_changes(&self, set: &ChangeSet) -> Result<()> {
+        write_json(&self.changes_path(), set)
+    }
+
+    /// The change set as captured when the run ended (captured now if it
+    /// was not), without the entries already promoted.
+    pub fn changes(&self) -> Result<ChangeSet> {
+        let path = self.changes_path();
+        let set = match std::fs::read(&path) {
+            Ok(text) => {
+                serde_json::from_slice(&text).map_err(|source| StageError::Json { path, source })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let set = crate::capture(self)?;
+                self.save_changes(&set)?;
+                set
+            }
+            Err(e) => return Err(StageError::io(&path, e)),
+        };
+        let done = self.promoted()?;
+        Ok(if done.is_empty() {
+            set
+        } else {
+            set.without(&done)
+        })
+    }
+
+    /// Entries promoted so far.
+    pub fn promoted(&self) -> Result<BTreeSet<(String, Op)>> {
+        let path = self.promoted_path();
+        match std::fs::read(&path) {
+            Ok(text) => {
+                serde_json::from_slice(&text).map_err(|source| StageError::Json { path, source })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeSet::new()),
+            Err(e) => Err(StageError::io(&path, e)),
+        }
+    }
+
+    pub fn mark_promoted(&self, done: impl IntoIterator<Item = (String, Op)>) -> Result<()> {
+        let mut all = self.promoted()?;
+        all.extend(done);
+        write_json(&self.promoted_path(), &all)
+    }
+
+    /// Bytes held by the upper layer.
+    pub fn upper_bytes(&self) -> u64 {
+        fn walk(p: &Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(p) else {
+                return 0;
+            };
+            entries
+                .flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => 4096 + walk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        }
+        walk(&self.upper())
+    }
+
+    /// Delete the stage (its upper layer included).
+    pub fn remove(&self) -> Result<()> {
+        remove_tree(&self.dir).map_err(|e| StageError::io(&self.dir, e))
+    }
+}
+
+/// `rm -rf` that first makes directories writable: the run may have left
+/// read-only directories in its upper layer, and overlayfs leaves a
+/// mode-0 `work/work`.
+fn remove_tree(path: &Path) -> std::io::Result<()> {
+    fn open_up(p: &Path) {
+        if let Ok(m) = std::fs::symlink_metadata(p) {
+            if m.is_dir() {
+                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+                if let Ok(entries) = std::fs::read_dir(p) {
+                    for e in entries.flatten() {
+                        open_up(&e.path());
+                    }
+                }
+            }
+        }
+    }
+    open_up(path);
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Write JSON to a temporary file and rename it into place.
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_vec(value).map_err(|source| StageError::Json {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text).map_err(|e| StageError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| StageError::io(path, e))
+}
