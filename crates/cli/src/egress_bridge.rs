@@ -84,6 +84,7 @@ pub fn config(
             .map(|m| m.to_string().to_ascii_uppercase())
             .collect(),
         allow_private: n.allow_private,
+        allow_missing_sni: n.allow_missing_sni,
         on_unlisted: match n.on_unlisted {
             OnUnlisted::Deny => Unlisted::Deny,
             // `cordon run` has nobody to ask: the default approver refuses

@@ -157,6 +157,7 @@ class H(http.server.SimpleHTTPRequestHandler):
             return
         n = int(self.headers.get('Content-Length') or 0)
         body = self.rfile.read(n)
+        log({'received': len(body), 'of': n})
         self.reply(200, ('posted %d\n' % len(body)).encode())
 
 srv = Server(('127.0.0.1', 0), H)
@@ -1463,6 +1464,90 @@ fn sni_must_match_the_connect_host() {
     assert_eq!(tls.paths(), vec!["/hello.txt"]);
 }
 
+/// Domain fronting on ports other than 443 (8443, 2053: where front ends
+/// serve HTTPS too): a tunnel that starts with a ClientHello must name the
+/// CONNECT host on every port; without SNI only when the profile says
+/// `network.allow_missing_sni = true`. Layer: the proxy's SNI check.
+#[test]
+fn sni_must_match_the_connect_host_on_every_port() {
+    if ready_with(&["curl", "openssl"]) {
+        return;
+    }
+    let n = Net::new();
+    let tls = n.tls_server("tls", &[]);
+    let mut script = String::new();
+    for port in [8443, 2053] {
+        script.push_str(&format!(
+            "openssl s_client -proxy 127.0.0.1:3128 -connect tls.test:{port} -servername other.test \
+                 -CAfile ca.pem </dev/null >/dev/null 2>&1; echo mismatch=$?; \
+             openssl s_client -proxy 127.0.0.1:3128 -connect tls.test:{port} -noservername \
+                 -CAfile ca.pem </dev/null >/dev/null 2>&1; echo missing=$?; \
+             curl -sS --cacert ca.pem https://tls.test:{port}/hello.txt; "
+        ));
+    }
+    let resolve: Vec<String> = [8443, 2053]
+        .iter()
+        .map(|p| format!("tls.test:{p}=127.0.0.1:{}", tls.port))
+        .collect();
+    let mut flags = vec!["--allow-net", "tls.test"];
+    for r in &resolve {
+        flags.extend(["--resolve", r.as_str()]);
+    }
+    let o = n.wd.run(&flags, &["/bin/sh", "-c", &script]);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{}", dump(&o));
+    for i in [0, 3] {
+        assert_ne!(lines[i], "mismatch=0", "{}", dump(&o));
+        assert_ne!(lines[i + 1], "missing=0", "{}", dump(&o));
+        assert_eq!(lines[i + 2], "hello from tls", "{}", dump(&o));
+    }
+    let evs = events(&o);
+    assert_eq!(
+        rules(&evs),
+        [
+            "sni-mismatch other.test",
+            "sni-missing",
+            "allow:tls.test",
+            "sni-mismatch other.test",
+            "sni-missing",
+            "allow:tls.test"
+        ],
+        "{}",
+        dump(&o)
+    );
+    // The profile key lets a ClientHello without SNI through; another name
+    // is still refused.
+    let prof = n.wd.write(
+        "nosni.toml",
+        "[network]\nmode = \"proxy\"\nallow = [\"tls.test\"]\nallow_missing_sni = true\n",
+    );
+    let mut flags = vec!["--profile", prof.to_str().unwrap()];
+    for r in &resolve {
+        flags.extend(["--resolve", r.as_str()]);
+    }
+    let o = n.wd.run(
+        &flags,
+        &[
+            "/bin/sh",
+            "-c",
+            "openssl s_client -proxy 127.0.0.1:3128 -connect tls.test:8443 -noservername \
+                 -CAfile ca.pem </dev/null >/dev/null 2>&1; echo missing=$?; \
+             openssl s_client -proxy 127.0.0.1:3128 -connect tls.test:2053 -servername other.test \
+                 -CAfile ca.pem </dev/null >/dev/null 2>&1; echo mismatch=$?",
+        ],
+    );
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", dump(&o));
+    assert_eq!(lines[0], "missing=0", "{}", dump(&o));
+    assert_ne!(lines[1], "mismatch=0", "{}", dump(&o));
+    assert_eq!(
+        rules(&events(&o)),
+        ["allow:tls.test", "sni-mismatch other.test"],
+        "{}",
+        dump(&o)
+    );
+}
+
 #[test]
 fn https_only_refuses_plain_http_and_tunnels_without_tls() {
     if ready_with(&["curl"]) {
@@ -1846,12 +1931,7 @@ fn byte_cap_cuts_a_transfer() {
     assert_eq!(lines[0], "200 hello from web ");
     assert_ne!(lines[1], "big=0", "the big transfer is cut: {}", dump(&o));
     let got: u64 = lines[2].trim().parse().unwrap();
-    // Cut near the cap (the relay may let through the chunk that crosses it;
-    // see byte_cap_is_exact).
-    assert!(
-        got <= CAP + SLACK,
-        "received {got} bytes past a {CAP} byte cap"
-    );
+    assert!(got <= CAP, "received {got} bytes past a {CAP} byte cap");
     assert!(lines[3].starts_with("429 "), "{}", dump(&o));
     assert!(lines[3].contains("byte cap"), "{}", dump(&o));
     let evs = events(&o);
@@ -1873,8 +1953,10 @@ fn byte_cap_cuts_a_transfer() {
         "byte-cap",
         Some(429),
     );
-    let total: u64 = evs.iter().map(moved).sum();
-    assert!(total <= CAP + SLACK, "counted {total} bytes");
+    // The cap counts what crossed the proxy to and from destinations; the
+    // proxy's own refusal (the 429) is not a transfer.
+    let total: u64 = evs.iter().filter(|e| e["status"] != 429).map(moved).sum();
+    assert!(total <= CAP, "counted {total} bytes");
     assert_eq!(web.paths(), vec!["/hello.txt", "/big?n=1000000"]);
 
     // Through a CONNECT tunnel the cap cuts the same way.
@@ -1890,29 +1972,24 @@ fn byte_cap_cuts_a_transfer() {
     assert_eq!(lines.len(), 2, "{}", dump(&o));
     assert_ne!(lines[0], "big=0", "{}", dump(&o));
     let got: u64 = lines[1].trim().parse().unwrap();
-    assert!(
-        got <= CAP + SLACK,
-        "received {got} bytes through the tunnel"
-    );
+    assert!(got <= CAP, "received {got} bytes through the tunnel");
     let evs = events(&o);
     assert_eq!(evs.len(), 1, "{}", dump(&o));
     check_event(
         &evs[0], "connect", "tls.test", 443, "deny", "byte-cap", None,
     );
-    assert!(moved(&evs[0]) <= CAP + SLACK, "{}", dump(&o));
+    assert!(moved(&evs[0]) <= CAP, "{}", dump(&o));
     assert_eq!(tls.paths(), vec!["/big?n=1000000"]);
 }
 
 const CAP: u64 = 64 * 1024;
-/// What the byte cap may overshoot by: one relay chunk.
-const SLACK: u64 = 64 * 1024;
 
 fn moved(e: &Value) -> u64 {
     e["bytes_up"].as_u64().unwrap() + e["bytes_down"].as_u64().unwrap()
 }
 
+/// Layer: the proxy's byte cap, granted before bytes are written on.
 #[test]
-#[ignore = "BUG: the byte cap is charged after a chunk is relayed, so the chunk that crosses max_bytes still reaches the sandbox"]
 fn byte_cap_is_exact() {
     if ready_with(&["curl"]) {
         return;
@@ -1949,6 +2026,115 @@ fn byte_cap_is_exact() {
             "{url}: {} bytes moved under a {CAP} byte cap",
             moved(&evs[0])
         );
+    }
+    // Four transfers at once, plain and tunnelled: together they receive
+    // no byte past the cap.
+    let script = format!(
+        "for i in 1 2; do \
+           curl -sS -o /dev/null -w '%{{size_download}}\\n' http://a.test:{p}/big?n=1000000 & \
+           curl -sS --cacert ca.pem -o /dev/null -w '%{{size_download}}\\n' https://tls.test/big?n=1000000 & \
+         done 2>/dev/null; wait",
+        p = web.port
+    );
+    let o = n.wd.run(
+        &[
+            "--profile",
+            prof.to_str().unwrap(),
+            "--resolve",
+            "a.test=127.0.0.1",
+            "--resolve",
+            &format!("tls.test:443=127.0.0.1:{}", tls.port),
+        ],
+        &["/bin/sh", "-c", &script],
+    );
+    let sizes: Vec<u64> = o
+        .stdout
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 4, "{}", dump(&o));
+    let got: u64 = sizes.iter().sum();
+    assert!(got > 0 && got <= CAP, "{sizes:?}: {}", dump(&o));
+    let evs = events(&o);
+    assert!(evs.iter().any(|e| e["rule"] == "byte-cap"), "{}", dump(&o));
+}
+
+/// An upload larger than the byte cap (which counts both directions): the
+/// origin receives no byte past it, plain or through a tunnel, and the
+/// sandbox is told (429, or the tunnel is cut).
+#[test]
+fn byte_cap_stops_an_upload_at_the_cap() {
+    if ready_with(&["curl"]) {
+        return;
+    }
+    let n = Net::new();
+    let web = n.http_server("web");
+    let tls = n.tls_server("tls", &[]);
+    let prof = n.wd.write(
+        "cap.toml",
+        "[network]\nmode = \"proxy\"\nallow = [\"a.test\", \"tls.test\"]\nmax_bytes = \"64KiB\"\n",
+    );
+    for (server, url) in [
+        (&web, format!("http://a.test:{}/upload", web.port)),
+        (&tls, "https://tls.test/upload".to_string()),
+    ] {
+        let o = n.wd.run(
+            &[
+                "--profile",
+                prof.to_str().unwrap(),
+                "--resolve",
+                "a.test=127.0.0.1",
+                "--resolve",
+                &format!("tls.test:443=127.0.0.1:{}", tls.port),
+            ],
+            &[
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "head -c 1000000 /dev/zero >/tmp/up; \
+                     curl -sS --cacert ca.pem -o /dev/null -w '%{{http_code}}\\n' \
+                       -H 'Expect:' --data-binary @/tmp/up {url}; echo rc=$?"
+                ),
+            ],
+        );
+        let evs = events(&o);
+        assert_eq!(rules(&evs), ["byte-cap"], "{url}: {}", dump(&o));
+        if url.starts_with("http:") {
+            assert!(o.stdout.starts_with("429\n"), "{}", dump(&o));
+        } else {
+            assert!(!o.stdout.contains("rc=0"), "{}", dump(&o));
+        }
+        // What the origin got of the 1,000,000 byte body (logged when its
+        // side of the connection ends).
+        let start = Instant::now();
+        let received = loop {
+            if let Some(e) = server
+                .entries()
+                .iter()
+                .find(|e| e.get("received").is_some())
+            {
+                break e["received"].as_u64().unwrap();
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                // The origin may not have read a body at all (the head alone
+                // crossed the cap): then nothing was received.
+                break 0;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            received < CAP,
+            "{url}: the origin received {received} bytes"
+        );
+        // The sandbox's side of it (the 429 answer aside).
+        assert!(
+            evs[0]["bytes_up"].as_u64().unwrap() <= CAP,
+            "{url}: {}",
+            dump(&o)
+        );
+        if url.starts_with("https:") {
+            assert!(moved(&evs[0]) <= CAP, "{url}: {}", dump(&o));
+        }
     }
 }
 

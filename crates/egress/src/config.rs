@@ -103,6 +103,11 @@ pub struct EgressConfig {
     pub methods: Vec<String>,
     /// Allow private, loopback, link-local and metadata addresses.
     pub allow_private: bool,
+    /// Let a tunnel whose first bytes are a TLS ClientHello go on when the
+    /// ClientHello names no server (no SNI); by default it is refused
+    /// (`sni-missing`), since a front end would pick its default virtual
+    /// host. Never for tunnels a [`crate::TlsInterceptor`] takes over.
+    pub allow_missing_sni: bool,
     pub on_unlisted: Unlisted,
     /// Total bytes (both directions, all hosts) before traffic is cut.
     pub max_bytes: Option<u64>,

@@ -15,15 +15,6 @@ pub(crate) enum LimitHit {
     Cap { max: u64 },
 }
 
-impl LimitHit {
-    pub(crate) fn rule(&self) -> &'static str {
-        match self {
-            Self::Rate { .. } => "rate-limit",
-            Self::Cap { .. } => "byte-cap",
-        }
-    }
-}
-
 #[derive(Debug)]
 struct BucketState {
     requests: f64,
@@ -136,18 +127,49 @@ impl Limiter {
         Ok(applicable)
     }
 
-    /// Counts `n` bytes of an admitted attempt. Errors once the byte cap or
-    /// a byte rate limit is exceeded; the caller then cuts the traffic.
-    pub(crate) fn charge(&self, applicable: &Applicable, n: usize) -> Result<(), LimitHit> {
-        let n = n as u64;
-        let before = self.total.fetch_add(n, Ordering::Relaxed);
-        if let Some(max) = self.max_bytes {
-            if before + n > max {
-                return Err(LimitHit::Cap { max });
+    /// Takes up to `n` bytes from the byte cap, atomically, so concurrent
+    /// connections together never pass it. Returns how many were taken.
+    fn take_cap(&self, n: u64) -> u64 {
+        let Some(max) = self.max_bytes else {
+            self.total.fetch_add(n, Ordering::Relaxed);
+            return n;
+        };
+        let mut cur = self.total.load(Ordering::Relaxed);
+        loop {
+            let grant = n.min(max.saturating_sub(cur));
+            match self.total.compare_exchange_weak(
+                cur,
+                cur + grant,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return grant,
+                Err(now) => cur = now,
             }
         }
-        if applicable.is_empty() {
-            return Ok(());
+    }
+
+    /// Gives back bytes granted but not delivered (a short write).
+    pub(crate) fn refund(&self, n: usize) {
+        if n > 0 {
+            self.total.fetch_sub(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Grants delivery of up to `n` bytes of an admitted attempt, before
+    /// they are delivered: all of them until the byte cap, never a byte
+    /// past it. Returns how many may go and, when the traffic must then be
+    /// cut, why: fewer than `n` granted (the cap), or a byte rate limit
+    /// overdrawn (those bytes still go; rate limits cut after the piece
+    /// that exceeds them).
+    pub(crate) fn grant(&self, applicable: &Applicable, n: usize) -> (usize, Option<LimitHit>) {
+        let granted = self.take_cap(n as u64) as usize;
+        let mut hit = None;
+        if granted < n {
+            hit = self.max_bytes.map(|max| LimitHit::Cap { max });
+        }
+        if applicable.is_empty() || granted == 0 {
+            return (granted, hit);
         }
         let now = Instant::now();
         for &i in applicable {
@@ -158,16 +180,16 @@ impl Limiter {
                 Err(p) => p.into_inner(),
             };
             b.refill(&mut st, now);
-            st.bytes -= n as f64;
-            if st.bytes < 0.0 {
+            st.bytes -= granted as f64;
+            if st.bytes < 0.0 && hit.is_none() {
                 let wait = -st.bytes / limit as f64 * b.limit.per.as_secs_f64();
-                return Err(LimitHit::Rate {
+                hit = Some(LimitHit::Rate {
                     rule: b.limit.host.to_string(),
                     retry_after: Duration::from_secs_f64(wait.max(0.001)),
                 });
             }
         }
-        Ok(())
+        (granted, hit)
     }
 }
 
@@ -201,13 +223,45 @@ mod tests {
     fn byte_bucket_and_cap() {
         let l = Limiter::new(&[rl(None, Some(100))], Some(1000));
         let a = l.admit("a.example.com", 80).unwrap();
-        assert!(l.charge(&a, 60).is_ok());
-        assert!(l.charge(&a, 60).is_err());
+        assert_eq!(l.grant(&a, 60), (60, None));
+        assert!(matches!(l.grant(&a, 60), (60, Some(LimitHit::Rate { .. }))));
         assert!(l.admit("a.example.com", 80).is_err());
         let other = l.admit("x.test", 80).unwrap();
-        assert!(l.charge(&other, 800).is_ok());
-        assert_eq!(l.charge(&other, 100), Err(LimitHit::Cap { max: 1000 }));
+        assert_eq!(l.grant(&other, 800), (800, None));
+        // 120 + 800 used: 80 left of the cap, and not a byte more.
+        assert_eq!(
+            l.grant(&other, 100),
+            (80, Some(LimitHit::Cap { max: 1000 }))
+        );
+        assert_eq!(l.grant(&other, 1), (0, Some(LimitHit::Cap { max: 1000 })));
         assert_eq!(l.admit("x.test", 80), Err(LimitHit::Cap { max: 1000 }));
+        l.refund(30);
+        assert_eq!(
+            l.grant(&other, 100),
+            (30, Some(LimitHit::Cap { max: 1000 }))
+        );
+    }
+
+    #[test]
+    fn concurrent_grants_never_pass_the_cap() {
+        let l = std::sync::Arc::new(Limiter::new(&[], Some(100_003)));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let mut got = 0;
+                    loop {
+                        let (g, hit) = l.grant(&vec![], 997);
+                        got += g;
+                        if hit.is_some() {
+                            return got;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(total, 100_003);
     }
 
     #[test]

@@ -1095,14 +1095,62 @@ enum ExchangeError {
     AfterResponse,
 }
 
-fn charge(shared: &Shared, att: &Attempt, applicable: &Applicable, n: usize) -> bool {
-    match shared.limiter.charge(applicable, n) {
-        Ok(()) => true,
-        Err(hit) => {
-            att.meter.record_hit(&hit);
-            false
-        }
+/// Sends request bytes upstream: the first `paid` (already granted), then
+/// as many as the limits grant (the watcher sees what is sent); an error
+/// once a limit cuts the request.
+async fn send_up(
+    shared: &Shared,
+    up: &mut Upstream,
+    bytes: &[u8],
+    paid: usize,
+    att: &Attempt,
+    applicable: &Applicable,
+    watch: &mut Option<Box<dyn PlainHttpWatch>>,
+) -> Result<(), ExchangeError> {
+    let (granted, cut) = grant(shared, att, applicable, bytes.len() - paid);
+    let send = &bytes[..paid + granted];
+    if let Some(w) = watch.as_mut() {
+        w.scan(send);
     }
+    up.conn
+        .s
+        .write_all(send)
+        .await
+        .map_err(|e| ExchangeError::BeforeResponse(format!("sending to upstream: {e}")))?;
+    if cut {
+        return Err(ExchangeError::BeforeResponse("limit".into()));
+    }
+    Ok(())
+}
+
+/// Charges an allowed tunnel's handshake with the proxy (what the attempt
+/// counted so far and the `reply` about to be sent), so the cap and the
+/// event count the same bytes. `false` (nothing charged) when it does not
+/// fit.
+fn charge_preamble(shared: &Shared, att: &Attempt, applicable: &Applicable, reply: usize) -> bool {
+    let n = att.meter.up.load(Ordering::Relaxed) + att.meter.down.load(Ordering::Relaxed);
+    let n = n as usize + reply;
+    let (granted, cut) = grant(shared, att, applicable, n);
+    if cut {
+        shared.limiter.refund(granted);
+    }
+    !cut
+}
+
+fn cap_hit(shared: &Shared) -> LimitHit {
+    LimitHit::Cap {
+        max: shared.cfg.cfg.max_bytes.unwrap_or(0),
+    }
+}
+
+/// How many of `n` bytes may be delivered now, and whether the traffic
+/// must be cut after them (a limit was hit, which the event will name).
+fn grant(shared: &Shared, att: &Attempt, applicable: &Applicable, n: usize) -> (usize, bool) {
+    let (granted, hit) = shared.limiter.grant(applicable, n);
+    if let Some(hit) = &hit {
+        att.meter.record_hit(hit);
+    }
+    (granted, hit.is_some())
 }
 
 /// Sends the request and relays the response. Returns the status, whether
@@ -1118,8 +1166,15 @@ async fn exchange(
     watch: &mut Option<Box<dyn PlainHttpWatch>>,
 ) -> Result<(u16, bool, bool), ExchangeError> {
     let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
+    // The cap counts the head as the sandbox sent it, whole or not at all.
+    let (granted, cut) = grant(shared, att, applicable, req.head_len);
+    if cut {
+        shared.limiter.refund(granted);
+        return Err(before("limit"));
+    }
     let mut out = Vec::with_capacity(512);
     req.write_upstream(&mut out);
+    let head_out = out.len();
     if req.expect_continue {
         client
             .s
@@ -1152,17 +1207,7 @@ async fn exchange(
         chunked_done = scanner.is_done();
     }
     att.up(take);
-    if !charge(shared, att, applicable, out.len()) {
-        return Err(before("limit"));
-    }
-    if let Some(w) = watch.as_mut() {
-        w.scan(&out);
-    }
-    up.conn
-        .s
-        .write_all(&out)
-        .await
-        .map_err(|e| before(&format!("sending to upstream: {e}")))?;
+    send_up(shared, up, &out, head_out, att, applicable, watch).await?;
     drop(out);
     // The rest of the request body.
     while body_left > 0 || !chunked_done {
@@ -1180,17 +1225,7 @@ async fn exchange(
             chunked_done = scanner.is_done();
             n
         };
-        if !charge(shared, att, applicable, n) {
-            return Err(before("limit"));
-        }
-        if let Some(w) = watch.as_mut() {
-            w.scan(&data[..n]);
-        }
-        up.conn
-            .s
-            .write_all(&data[..n])
-            .await
-            .map_err(|e| before(&format!("sending to upstream: {e}")))?;
+        send_up(shared, up, &data[..n], 0, att, applicable, watch).await?;
         att.up(n);
         client.consume(n);
         if body_left > 0 {
@@ -1225,12 +1260,16 @@ async fn exchange(
             }
             let mut interim = Vec::new();
             parsed.write_client(&mut interim, false);
+            let (granted, cut) = grant(shared, att, applicable, interim.len());
             client
                 .s
-                .write_all(&interim)
+                .write_all(&interim[..granted])
                 .await
                 .map_err(|_| ExchangeError::AfterResponse)?;
-            att.down(interim.len());
+            att.down(granted);
+            if cut {
+                return Err(ExchangeError::AfterResponse);
+            }
             interim_sent = true;
             continue;
         }
@@ -1271,11 +1310,11 @@ async fn exchange(
             done = left == 0;
         }
         if !out.is_empty() {
-            let ok = charge(shared, att, applicable, out.len());
-            client.s.write_all(&out).await.map_err(after)?;
-            att.down(out.len());
+            let (granted, cut) = grant(shared, att, applicable, out.len());
+            client.s.write_all(&out[..granted]).await.map_err(after)?;
+            att.down(granted);
             out.clear();
-            if !ok {
+            if cut {
                 return Err(ExchangeError::AfterResponse);
             }
         }
@@ -1336,6 +1375,11 @@ async fn connect_tunnel(
             }
         };
     const OK: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
+    if !charge_preamble(shared, &att, &applicable, OK.len()) {
+        let r = shared.limit_refusal(&host, port, cap_hit(shared));
+        refuse_http(&mut client.s, &mut att, r).await;
+        return;
+    }
     if client.s.write_all(OK).await.is_err() {
         return;
     }
@@ -1346,6 +1390,13 @@ async fn connect_tunnel(
 
 /// Checks the ClientHello where required, then relays bytes both ways
 /// until either side closes, a limit is hit, or the proxy shuts down.
+///
+/// Whenever the sandbox's first bytes on a tunnel are a TLS ClientHello,
+/// on any port, its SNI must name the tunnel's host (a ClientHello without
+/// SNI only with `allow_missing_sni`). On port 443, under `https_only` and
+/// for intercepted hosts the first bytes must be a ClientHello. On other
+/// ports the destination may speak first (SMTP, SSH): what it sends is
+/// relayed while the proxy waits for the sandbox's first bytes.
 async fn splice(
     shared: &Arc<Shared>,
     mut client: BufStream,
@@ -1360,30 +1411,37 @@ async fn splice(
         .as_ref()
         .filter(|i| i.intercepts(host, port));
     let needs_sni = port == 443 || shared.cfg.cfg.https_only || interceptor.is_some();
-    if needs_sni {
-        match read_client_hello(&mut client).await {
-            Ok(Some(sni)) if sni == host => {}
-            Ok(Some(sni)) => {
-                att.deny(format!("sni-mismatch {sni}"));
-                deny_tls(&mut client.s).await;
-                return;
+    if !needs_sni
+        && !await_client_first(shared, &mut client, &mut upstream, &att, &applicable).await
+    {
+        return;
+    }
+    let tls = needs_sni || starts_like_tls(&mut client).await;
+    if tls {
+        let sni_optional = shared.cfg.cfg.allow_missing_sni && interceptor.is_none();
+        let refused = match read_client_hello(&mut client).await {
+            Ok(Some(sni)) if sni == host => None,
+            Ok(Some(sni)) => Some(format!("sni-mismatch {sni}")),
+            Ok(None) if sni_optional => None,
+            Ok(None) => Some("sni-missing".to_string()),
+            Err(HelloError::NotTls) if client.data().first().is_some_and(|b| b & 0x80 != 0) => {
+                // An SSLv2-format ClientHello has no room for an SNI.
+                (!sni_optional).then(|| "sni-missing (SSLv2-format ClientHello)".to_string())
             }
-            Ok(None) => {
-                att.deny("sni-missing");
-                deny_tls(&mut client.s).await;
-                return;
-            }
-            Err(e) => {
-                att.deny(format!("malformed: {e}"));
-                deny_tls(&mut client.s).await;
-                return;
-            }
+            Err(e) => Some(format!("malformed: {e}")),
+        };
+        if let Some(rule) = refused {
+            att.deny(rule);
+            deny_tls(&mut client.s).await;
+            return;
         }
     }
     let buffered = client.take_buffered();
     let stream = client.s;
     att.up(buffered.len());
-    if !charge(shared, &att, &applicable, buffered.len()) {
+    let (granted, cut) = grant(shared, &att, &applicable, buffered.len());
+    if cut {
+        let _ = upstream.write_all(&buffered[..granted]).await;
         return;
     }
     if needs_sni {
@@ -1416,15 +1474,16 @@ async fn splice(
     }
     drop(buffered);
     if let Some(pipes) = shared.splice.then(crate::splice::Pipes::new).flatten() {
-        // Zero-copy relay; counting and limits per spliced chunk.
-        let count = |n: usize, up: bool| -> io::Result<()> {
+        // Zero-copy relay; counting and limits per spliced chunk, granted
+        // before it is written on.
+        let count = |n: usize, up: bool| -> io::Result<usize> {
+            let (granted, cut) = grant(shared, &att, &applicable, n);
             let ctr = if up { &att.meter.up } else { &att.meter.down };
-            ctr.fetch_add(n as u64, Ordering::Relaxed);
-            if let Err(hit) = shared.limiter.charge(&applicable, n) {
-                att.meter.record_hit(&hit);
-                return Err(io::Error::other(hit.rule()));
+            ctr.fetch_add(granted as u64, Ordering::Relaxed);
+            if cut && granted == n {
+                return Err(io::Error::other("limit reached"));
             }
-            Ok(())
+            Ok(granted)
         };
         let on_up = |n: usize| count(n, true);
         let on_down = |n: usize| count(n, false);
@@ -1444,6 +1503,64 @@ async fn splice(
         TUNNEL_DOWN_BUF,
     )
     .await;
+}
+
+/// Waits for the sandbox's first bytes on a tunnel while relaying what the
+/// destination sends first. `false` when either side closed or a limit
+/// was hit before the sandbox sent anything.
+async fn await_client_first(
+    shared: &Shared,
+    client: &mut BufStream,
+    upstream: &mut TcpStream,
+    att: &Attempt,
+    applicable: &Applicable,
+) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    while client.data().is_empty() {
+        if buf.is_empty() {
+            buf.resize(crate::stream::READ_CHUNK, 0);
+        }
+        tokio::select! {
+            r = client.fill(MAX_CLIENT_HELLO) => match r {
+                Ok(n) if n > 0 => {}
+                _ => return false,
+            },
+            r = upstream.read(&mut buf) => match r {
+                Ok(n) if n > 0 => {
+                    let (granted, cut) = grant(shared, att, applicable, n);
+                    if client.s.write_all(&buf[..granted]).await.is_err() || cut {
+                        return false;
+                    }
+                    att.down(granted);
+                }
+                _ => return false,
+            },
+        }
+    }
+    true
+}
+
+/// Whether the buffered first bytes of a tunnel look like the start of a
+/// TLS record (content type 20..=24, major version 3) or of an SSLv2-format
+/// ClientHello; reads a few more bytes when too few are there to tell.
+async fn starts_like_tls(client: &mut BufStream) -> bool {
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    loop {
+        let d = client.data();
+        match d {
+            [t, 3, ..] if (20..=24).contains(t) => return true,
+            [t, _, 1, ..] if t & 0x80 != 0 => return true,
+            [t, ..] if (20..=24).contains(t) && d.len() < 2 => {}
+            [t, ..] if t & 0x80 != 0 && d.len() < 3 => {}
+            _ => return false,
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match timeout(left, client.fill(MAX_CLIENT_HELLO)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return false,
+        }
+    }
 }
 
 /// Reads until the ClientHello is complete. `Ok(None)`: no SNI.
@@ -1502,6 +1619,11 @@ async fn socks5(shared: Arc<Shared>, mut client: BufStream) {
             return;
         }
     };
+    if !charge_preamble(&shared, &att, &applicable, 10) {
+        att.deny("byte-cap");
+        let _ = socks_reply(&mut client.s, SOCKS_NOT_ALLOWED).await;
+        return;
+    }
     if socks_reply(&mut client.s, 0).await.is_err() {
         return;
     }

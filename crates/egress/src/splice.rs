@@ -43,13 +43,17 @@ fn flags() -> SpliceFlags {
     SpliceFlags::MOVE | SpliceFlags::NONBLOCK
 }
 
+/// What a relay asks before it writes a chunk of `n` bytes: `Ok(k)`
+/// writes the first `k <= n` of them, and stops the relay after them when
+/// `k < n` (the rest is dropped with the pipe); `Err` stops it at once.
+pub(crate) type OnBytes<'a> = &'a (dyn Fn(usize) -> io::Result<usize> + Sync);
+
 /// Relays `src` to `dst` until `src` ends, then half-closes `dst`.
-/// `on_bytes` sees every chunk before it is written and may stop the relay.
 async fn one_way(
     src: &TcpStream,
     dst: &TcpStream,
     pipe: &Pipe,
-    on_bytes: &(dyn Fn(usize) -> io::Result<()> + Sync),
+    on_bytes: OnBytes<'_>,
 ) -> io::Result<()> {
     loop {
         // The pipe is empty here, so EAGAIN can only come from the socket.
@@ -67,8 +71,8 @@ async fn one_way(
             let _ = rustix::net::shutdown(dst, Shutdown::Write);
             return Ok(());
         }
-        on_bytes(n)?;
-        let mut left = n;
+        let granted = on_bytes(n)?.min(n);
+        let mut left = granted;
         while left > 0 {
             dst.writable().await?;
             match dst.try_io(Interest::WRITABLE, || {
@@ -80,6 +84,9 @@ async fn one_way(
                 Err(e) => return Err(e),
             }
         }
+        if granted < n {
+            return Err(io::Error::other("limit reached"));
+        }
     }
 }
 
@@ -89,8 +96,8 @@ pub(crate) async fn bidirectional(
     client: &TcpStream,
     upstream: &TcpStream,
     pipes: &Pipes,
-    on_up: &(dyn Fn(usize) -> io::Result<()> + Sync),
-    on_down: &(dyn Fn(usize) -> io::Result<()> + Sync),
+    on_up: OnBytes<'_>,
+    on_down: OnBytes<'_>,
 ) -> io::Result<()> {
     tokio::try_join!(
         one_way(client, upstream, &pipes.0, on_up),

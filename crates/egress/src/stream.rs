@@ -108,6 +108,8 @@ pub struct Metered {
     meter: Arc<Meter>,
     limiter: Arc<Limiter>,
     applicable: Applicable,
+    /// Bytes granted for a write that was not (wholly) done yet.
+    reserved: usize,
 }
 
 impl Metered {
@@ -122,31 +124,51 @@ impl Metered {
             meter,
             limiter,
             applicable,
+            reserved: 0,
         }
     }
 
-    fn charge(&self, n: usize) -> io::Result<()> {
-        if let Err(hit) = self.limiter.charge(&self.applicable, n) {
-            self.meter.record_hit(&hit);
-            return Err(io::Error::other(hit.rule()));
+    /// How many of `n` bytes may be delivered (see `Limiter::grant`);
+    /// records the hit that then cuts the traffic.
+    fn grant(&self, n: usize) -> (usize, bool) {
+        let (granted, hit) = self.limiter.grant(&self.applicable, n);
+        if let Some(hit) = &hit {
+            self.meter.record_hit(hit);
         }
-        Ok(())
+        (granted, hit.is_some())
+    }
+
+    fn cut(&self) -> io::Error {
+        io::Error::other(if self.meter.hit() == HIT_CAP {
+            "byte-cap"
+        } else {
+            "rate-limit"
+        })
     }
 }
 
 impl AsyncRead for Metered {
+    /// Bytes from the sandbox: those past the cap are dropped, never
+    /// handed on; once a limit is hit, the next read fails.
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.meter.hit() != 0 {
+            return Poll::Ready(Err(self.cut()));
+        }
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = r {
             let n = buf.filled().len() - before;
             if n > 0 {
-                self.meter.up.fetch_add(n as u64, Ordering::Relaxed);
-                self.charge(n)?;
+                let (granted, _) = self.grant(n);
+                buf.set_filled(before + granted);
+                self.meter.up.fetch_add(granted as u64, Ordering::Relaxed);
+                if granted == 0 {
+                    return Poll::Ready(Err(self.cut()));
+                }
             }
         }
         r
@@ -154,15 +176,28 @@ impl AsyncRead for Metered {
 }
 
 impl AsyncWrite for Metered {
+    /// Bytes to the sandbox: granted before they are written, so none past
+    /// the cap is; once a limit is hit, the next write fails.
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if self.meter.hit() != 0 {
+            return Poll::Ready(Err(self.cut()));
+        }
+        if self.reserved < buf.len() {
+            let (granted, _) = self.grant(buf.len() - self.reserved);
+            self.reserved += granted;
+            if self.reserved == 0 {
+                return Poll::Ready(Err(self.cut()));
+            }
+        }
+        let allowed = self.reserved.min(buf.len());
+        let r = Pin::new(&mut self.inner).poll_write(cx, &buf[..allowed]);
         if let Poll::Ready(Ok(n)) = r {
+            self.reserved -= n;
             self.meter.down.fetch_add(n as u64, Ordering::Relaxed);
-            self.charge(n)?;
         }
         r
     }
@@ -171,6 +206,13 @@ impl AsyncWrite for Metered {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        // Granted for a write that did not happen.
+        self.limiter.refund(self.reserved);
     }
 }
 

@@ -1146,3 +1146,230 @@ fn unreachable_upstream_gives_502_and_socks_refused() {
         );
     }
 }
+
+/// A TLS client in Python: CONNECT through the proxy, then a handshake
+/// naming `sni`; prints `tls ok ...` or `tls failed ...`.
+const PY_SNI: &str = r#"
+import socket, ssl, sys
+proxy, host, port, sni = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.create_connection(("127.0.0.1", proxy), timeout=10)
+s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    t = ctx.wrap_socket(s, server_hostname=sni if sni != "-" else None)
+    t.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    print("tls ok", t.recv(15))
+except Exception as e:
+    print("tls failed", type(e).__name__)
+"#;
+
+/// Runs `openssl s_client` through the proxy; `Ok` when the handshake
+/// finished, else what it printed.
+fn s_client(proxy: std::net::SocketAddr, target: &str, extra: &[&str]) -> Result<(), String> {
+    let out = Command::new("openssl")
+        .args(["s_client", "-proxy", &proxy.to_string(), "-connect", target])
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(text)
+    }
+}
+
+fn py_sni(proxy: std::net::SocketAddr, host: &str, port: u16, sni: &str) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            PY_SNI,
+            &proxy.port().to_string(),
+            host,
+            &port.to_string(),
+            sni,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// Ports where front ends commonly serve HTTPS besides 443.
+const TLS_PORTS: [u16; 6] = [8443, 2053, 2083, 2087, 2096, 4443];
+
+/// Domain fronting on a port other than 443: whenever a tunnel's first
+/// bytes are a TLS ClientHello, its SNI must name the CONNECT host, on every
+/// port; a ClientHello without SNI is refused unless `allow_missing_sni`.
+/// Layer: the proxy's SNI check (`splice`); fails when it only runs on 443.
+#[test]
+fn sni_is_checked_on_every_port() {
+    let test = "sni_is_checked_on_every_port";
+    if !skip_unless(
+        test,
+        have("curl") && have("python3"),
+        "curl and python3 are needed",
+    ) {
+        return;
+    }
+    let Some(tls) = TlsServer::start("tls.test") else {
+        return skip(test, "openssl is not installed");
+    };
+    let map: Vec<(String, std::net::SocketAddr)> = TLS_PORTS
+        .iter()
+        .map(|p| (format!("tls.test:{p}"), tls.addr))
+        .collect();
+    let map: Vec<(&str, std::net::SocketAddr)> =
+        map.iter().map(|(k, a)| (k.as_str(), *a)).collect();
+    let cfg = EgressConfig {
+        allow: rules(&["tls.test"]),
+        resolve_overrides: overrides(&map),
+        ..Default::default()
+    };
+    let p = Proxy::start(cfg.clone());
+    for port in TLS_PORTS {
+        let target = format!("tls.test:{port}");
+        let err = s_client(p.addr, &target, &["-servername", "denied.test"]).unwrap_err();
+        assert!(err.contains("access denied"), "{target} other SNI: {err}");
+        s_client(p.addr, &target, &["-noservername"]).unwrap_err();
+        s_client(p.addr, &target, &["-servername", "tls.test"]).unwrap();
+        let text = py_sni(p.addr, "tls.test", port, "denied.test");
+        assert!(
+            text.starts_with("tls failed"),
+            "{target} python other SNI: {text}"
+        );
+        let text = py_sni(p.addr, "tls.test", port, "tls.test");
+        assert!(
+            text.starts_with("tls ok b'HTTP/1.0 200"),
+            "{target} python: {text}"
+        );
+        let (code, out, err) = curl(&["-k", "-x", &p.url(), &format!("https://{target}/")]);
+        assert_eq!(code, 0, "{target} curl: {err}");
+        assert!(out.contains("s_server"), "{out}");
+    }
+    let (ev, _) = p.finish();
+    for port in TLS_PORTS {
+        let rules: Vec<&str> = ev
+            .iter()
+            .filter(|e| e.port == port)
+            .map(|e| e.rule.as_str())
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                "sni-mismatch denied.test",
+                "sni-missing",
+                "allow:tls.test",
+                "sni-mismatch denied.test",
+                "allow:tls.test",
+                "allow:tls.test"
+            ],
+            "port {port}"
+        );
+    }
+
+    // With allow_missing_sni a ClientHello without SNI goes on; another
+    // name still does not.
+    let p = Proxy::start(EgressConfig {
+        allow_missing_sni: true,
+        ..cfg
+    });
+    s_client(p.addr, "tls.test:8443", &["-noservername"]).unwrap();
+    let text = py_sni(p.addr, "tls.test", 2053, "-");
+    assert!(text.starts_with("tls ok"), "python without SNI: {text}");
+    s_client(p.addr, "tls.test:8443", &["-servername", "denied.test"]).unwrap_err();
+    let (ev, _) = p.finish();
+    let rules: Vec<&str> = ev.iter().map(|e| e.rule.as_str()).collect();
+    assert_eq!(
+        rules,
+        [
+            "allow:tls.test",
+            "allow:tls.test",
+            "sni-mismatch denied.test"
+        ]
+    );
+}
+
+/// A server that speaks first (`220 ready`), then echoes.
+fn banner_server() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let _ = conn.write_all(b"220 ready\r\n");
+                let mut w = conn.try_clone().unwrap();
+                let _ = std::io::copy(&mut conn, &mut w);
+            });
+        }
+    });
+    addr
+}
+
+/// Tunnels on other ports that do not start with TLS still work: a
+/// destination that speaks first, a client that speaks first. Odd first
+/// bytes that claim to be TLS are judged as TLS: an SSLv2-format
+/// ClientHello has no SNI, and a TLS record that is not a handshake is not
+/// a ClientHello.
+#[test]
+fn non_tls_tunnels_pass_and_tls_lookalikes_are_judged() {
+    let echo = echo_server();
+    let banner = banner_server();
+    let p = Proxy::start(EgressConfig {
+        allow: rules(&["tls.test", "mail.test"]),
+        resolve_overrides: overrides(&[("mail.test:2525", banner), ("tls.test:8443", echo)]),
+        ..Default::default()
+    });
+    // The destination speaks first; the client waits for it.
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"CONNECT mail.test:2525 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let (status, _, _) = read_response_head_only(&mut s);
+    assert_eq!(status, 200);
+    let mut banner_line = [0u8; 11];
+    s.read_exact(&mut banner_line).unwrap();
+    assert_eq!(&banner_line, b"220 ready\r\n");
+    s.write_all(b"EHLO x\r\n").unwrap();
+    let mut back = [0u8; 8];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"EHLO x\r\n");
+    drop(s);
+    // The client speaks first, not TLS.
+    let out = connect_with_hello(p.addr, "tls.test:8443", b"PING plain text\r\n");
+    assert_eq!(out, b"PING plain text\r\n");
+    // SSLv2-format ClientHello: no SNI.
+    let v2 = [
+        0x80, 0x2e, 0x01, 0x03, 0x01, 0x00, 0x15, 0x00, 0x00, 0x00, 0x10,
+    ];
+    let out = connect_with_hello(p.addr, "tls.test:8443", &v2);
+    assert_eq!(out, [21, 3, 3, 0, 2, 2, 49], "an access_denied alert");
+    // A TLS alert record first.
+    let out = connect_with_hello(p.addr, "tls.test:8443", &[21, 3, 1, 0, 2, 1, 0]);
+    assert_eq!(out, [21, 3, 3, 0, 2, 2, 49]);
+    // A ClientHello naming another host, pipelined with the CONNECT.
+    let hello = sni::build_client_hello(Some("denied.test"));
+    let out = connect_with_hello(p.addr, "tls.test:8443", &hello);
+    assert_eq!(out, [21, 3, 3, 0, 2, 2, 49]);
+    let (ev, _) = p.finish();
+    // Live tunnels end (and are logged) at shutdown: compare as sets.
+    let mut rules: Vec<&str> = ev.iter().map(|e| e.rule.as_str()).collect();
+    rules.sort_unstable();
+    assert_eq!(
+        rules,
+        [
+            "allow:mail.test",
+            "allow:tls.test",
+            "malformed: not a TLS handshake",
+            "sni-missing (SSLv2-format ClientHello)",
+            "sni-mismatch denied.test"
+        ]
+    );
+}

@@ -172,6 +172,9 @@ pub struct NetworkFile {
     /// Allow private, loopback, link-local and cloud metadata destinations (default: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_private: Option<bool>,
+    /// Let a tunnel start with a TLS ClientHello that names no server (no SNI), e.g. for IP-literal destinations (default: refused). Never for hosts with a bound secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_missing_sni: Option<bool>,
     /// deny or ask (an operator) when no rule names the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_unlisted: Option<OnUnlisted>,
@@ -315,6 +318,7 @@ impl ProfileFile {
                 https_only,
                 methods,
                 allow_private,
+                allow_missing_sni,
                 on_unlisted,
                 max_bytes,
                 rate_limit,
@@ -325,6 +329,7 @@ impl ProfileFile {
             set(https_only, n.https_only);
             set(methods, n.methods);
             set(allow_private, n.allow_private);
+            set(allow_missing_sni, n.allow_missing_sni);
             set(on_unlisted, n.on_unlisted);
             set(max_bytes, n.max_bytes);
             set(

@@ -299,6 +299,7 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         | "syscalls.unix_sockets"
         | "network.https_only"
         | "network.allow_private"
+        | "network.allow_missing_sni"
         | "audit.enabled"
         | "filesystem.protect_host_tools" => BOOL.into(),
         "filesystem" => {
@@ -330,7 +331,7 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         "env.set" => "a table of strings, e.g. set = { PYTHONDONTWRITEBYTECODE = \"1\" }".into(),
         "env.set.*" => "a string (write \"1\", not 1)".into(),
         "syscalls" => "a table: [syscalls] with unix_sockets".into(),
-        "network" => "a table: [network] with mode, allow, deny, https_only, methods, allow_private, on_unlisted, max_bytes, rate_limit".into(),
+        "network" => "a table: [network] with mode, allow, deny, https_only, methods, allow_private, allow_missing_sni, on_unlisted, max_bytes, rate_limit".into(),
         "network.mode" => "expected one of: none, loopback, proxy".into(),
         "network.allow" | "network.deny" | "secrets.hosts" => HOSTS.into(),
         "network.methods" => {
@@ -410,6 +411,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "https_only",
             "methods",
             "allow_private",
+            "allow_missing_sni",
             "on_unlisted",
             "max_bytes",
             "rate_limit",

@@ -270,6 +270,8 @@ pub struct Network {
     pub methods: Vec<HttpMethod>,
     /// Private, loopback, link-local and metadata destinations.
     pub allow_private: bool,
+    /// A tunnel may start with a TLS ClientHello without SNI.
+    pub allow_missing_sni: bool,
     pub on_unlisted: OnUnlisted,
     /// Total bytes transferred (both directions) before the proxy refuses more.
     pub max_bytes: ByteSize,
@@ -405,6 +407,7 @@ mod tests {
             https_only: false,
             methods: vec![],
             allow_private: false,
+            allow_missing_sni: false,
             on_unlisted: OnUnlisted::Deny,
             max_bytes: ByteSize::gib(1),
             rate_limit: vec![],

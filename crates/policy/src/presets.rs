@@ -150,6 +150,7 @@ pub fn preset(level: TrustLevel) -> Profile {
             https_only: false,
             methods: Vec::new(),
             allow_private: false,
+            allow_missing_sni: false,
             on_unlisted: OnUnlisted::Deny,
             max_bytes: r.max_bytes,
             rate_limit: Vec::new(),

@@ -239,6 +239,7 @@ fn check_network(p: &Profile) -> Result<(), Problem> {
             ("network.methods", !n.methods.is_empty()),
             ("network.https_only", n.https_only),
             ("network.allow_private", n.allow_private),
+            ("network.allow_missing_sni", n.allow_missing_sni),
             ("network.on_unlisted", n.on_unlisted == OnUnlisted::Ask),
         ];
         if let Some((key, _)) = unused.iter().find(|(_, set)| *set) {
