@@ -1368,8 +1368,8 @@ fn non_tls_tunnels_pass_and_tls_lookalikes_are_judged() {
             "allow:mail.test",
             "allow:tls.test",
             "malformed: not a TLS handshake",
-            "sni-missing (SSLv2-format ClientHello)",
-            "sni-mismatch denied.test"
+            "sni-mismatch denied.test",
+            "sni-missing (SSLv2-format ClientHello)"
         ]
     );
 }
