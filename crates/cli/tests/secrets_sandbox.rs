@@ -1943,3 +1943,80 @@ fn a_value_reflected_in_a_response_body_does_not_reach_the_sandbox() {
         String::from_utf8_lossy(&body)
     );
 }
+
+/// `requests = 2` for a host a secret is bound to: curl sends five requests
+/// on one kept-alive (intercepted) connection. Every request counts, so the
+/// origin gets two, each with the real value, and the third is answered 429
+/// with Retry-After. Layer: the rate limiter, asked for every request the
+/// interceptor parses.
+#[test]
+fn rate_limits_count_every_request_on_a_kept_alive_intercepted_tunnel() {
+    if ready_with(&["curl"]) {
+        return;
+    }
+    let w = World::new();
+    let api = w.tls_origin("api", &[]);
+    let value = fresh_value("rate");
+    let prof = w.hp().join("rate.toml");
+    std::fs::write(
+        &prof,
+        r#"[network]
+mode = "proxy"
+allow = ["api.test"]
+
+[[network.rate_limit]]
+host = "api.test"
+requests = 2
+per = "1h"
+
+[[secrets]]
+name = "TOKEN"
+from = { env = "RATE_VALUE" }
+hosts = ["api.test"]
+"#,
+    )
+    .unwrap();
+    let urls: Vec<String> = (1..=5)
+        .map(|i| format!("https://api.test:{}/n{i}", api.port))
+        .collect();
+    let script = format!(
+        "curl -sS -w '%{{http_code}} %{{num_connects}}\\n' -H \"Authorization: Bearer $TOKEN\" {} 2>/dev/null; \
+         curl -sS -D - -o /dev/null -H \"Authorization: Bearer $TOKEN\" {} | grep -i '^retry-after:'",
+        urls.iter()
+            .map(|u| format!("-o /dev/null {u}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        urls[0]
+    );
+    let o = w.run(
+        &[("RATE_VALUE", &value)],
+        &flags(&[
+            "--profile",
+            prof.to_str().unwrap(),
+            "--resolve",
+            "api.test=127.0.0.1",
+            "--upstream-ca",
+            &w.upstream_ca(),
+        ]),
+        &["/bin/sh", "-c", &script],
+    );
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    // Two answered on the first connection, the third refused there with
+    // 429 (and the connection closed); the rest are refused when curl
+    // opens new tunnels (CONNECT answered 429).
+    assert_eq!(lines.len(), 6, "{}", dump(&o));
+    assert_eq!(lines[0], "200 1", "{}", dump(&o));
+    assert_eq!(lines[1], "200 0", "kept alive: {}", dump(&o));
+    assert_eq!(lines[2], "429 0", "same connection: {}", dump(&o));
+    assert!(
+        lines[5].to_ascii_lowercase().starts_with("retry-after: "),
+        "{}",
+        dump(&o)
+    );
+    assert_eq!(api.paths(), vec!["/n1", "/n2"], "{}", dump(&o));
+    assert_eq!(
+        api.header_values("Authorization"),
+        vec![format!("Bearer {value}"), format!("Bearer {value}")]
+    );
+    assert_report_clean(&o, &value);
+}

@@ -57,7 +57,7 @@ pub use event::{
 pub use identity::{Identity, InjectWhere, SecretBinding};
 pub use proxy::{
     Approver, BoxFuture, DenyApprover, Egress, EgressSummary, EventWriter, InterceptedTunnel,
-    PlainHttpWatch, ProxyHandle, SecretNote, TlsInterceptor,
+    LimitRefusal, PlainHttpWatch, ProxyHandle, RequestGate, SecretNote, TlsInterceptor,
 };
 pub use rules::{normalize_host, HostPattern, HostRule};
 pub use stream::{Metered, TunnelStream};

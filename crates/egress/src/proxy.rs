@@ -125,6 +125,48 @@ pub struct InterceptedTunnel {
     pub client: TunnelStream,
     pub upstream: TcpStream,
     pub events: EventWriter,
+    /// Asks the rate limits about each request after the first (the
+    /// tunnel's admission counted the first).
+    pub gate: RequestGate,
+}
+
+/// The rate limits and byte cap, for requests an interceptor parses inside
+/// a tunnel: every request counts, as a plain one does.
+#[derive(Clone)]
+pub struct RequestGate {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for RequestGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestGate").finish_non_exhaustive()
+    }
+}
+
+/// Why a request was refused by a limit: the event's rule, the text for
+/// the sandbox, and when to retry (for `Retry-After`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitRefusal {
+    pub rule: String,
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
+impl RequestGate {
+    /// Takes a request token for `host:port`, or says why not (answer 429).
+    pub fn admit(&self, host: &str, port: u16) -> Result<(), LimitRefusal> {
+        match self.shared.limiter.admit(host, port) {
+            Ok(_) => Ok(()),
+            Err(hit) => {
+                let r = self.shared.limit_refusal(host, port, hit);
+                Err(LimitRefusal {
+                    rule: r.rule,
+                    message: r.message,
+                    retry_after: r.retry_after,
+                })
+            }
+        }
+    }
 }
 
 impl fmt::Debug for InterceptedTunnel {
@@ -1460,6 +1502,9 @@ async fn splice(
                 client: TunnelStream::new(buffered, metered),
                 upstream,
                 events: EventWriter {
+                    shared: shared.clone(),
+                },
+                gate: RequestGate {
                     shared: shared.clone(),
                 },
             };

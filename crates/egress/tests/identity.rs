@@ -1295,3 +1295,59 @@ fn an_encoded_response_body_is_refused() {
         refused.rule
     );
 }
+
+/// `requests = 2` for a bound host: five requests on one kept-alive
+/// intercepted tunnel. Every request the proxy parses counts, so the third
+/// gets a 429 with Retry-After and the origin sees two, each with the real
+/// token. Layer: the rate limiter, asked again by the interceptor.
+#[test]
+fn rate_limits_count_every_request_inside_an_intercepted_tunnel() {
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let identity = Identity::new(standard_bindings(), Some(ca.pem.as_bytes())).unwrap();
+    let cfg = EgressConfig {
+        allow: rules(&["api.test"]),
+        resolve_overrides: overrides(&[("api.test", api.addr)]),
+        rate_limits: vec![cordon_egress::RateLimit {
+            host: "api.test".parse().unwrap(),
+            requests: Some(2),
+            bytes: None,
+            per: Duration::from_secs(3600),
+        }],
+        ..Default::default()
+    };
+    let id2 = identity.clone();
+    let proxy = Proxy::start_with(cfg, move |e| e.with_tls_interceptor(Arc::new(id2)));
+    let port = api.addr.port();
+    let mut tls = rustls_client(proxy.addr, "api.test", port, &identity.ca_cert_pem());
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        if write!(
+            tls,
+            "GET /n{i} HTTP/1.1\r\nHost: api.test:{port}\r\nAuthorization: Bearer {API_PH}\r\n\r\n"
+        )
+        .and_then(|_| tls.flush())
+        .is_err()
+        {
+            break;
+        }
+        let (head, _) = read_resp(&mut tls);
+        let status = head.split(' ').nth(1).unwrap_or("").to_string();
+        statuses.push(status.clone());
+        if status == "429" {
+            assert!(head.contains("Retry-After: "), "{head}");
+            // The proxy closes the tunnel after it.
+            assert!(head.contains("Connection: close"), "{head}");
+            break;
+        }
+    }
+    assert_eq!(statuses, ["200", "200", "429"]);
+    assert_eq!(api.seen().len(), 2);
+    let (events, _) = proxy.finish();
+    assert_clean(&events);
+    let ev = https_events(&events, "api.test");
+    let rules: Vec<&str> = ev.iter().map(|e| e.rule.as_str()).collect();
+    assert_eq!(rules.len(), 3, "{rules:?}");
+    assert_eq!(rules[2], "rate-limit");
+    assert_eq!(ev[2].status, Some(429));
+}

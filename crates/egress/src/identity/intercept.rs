@@ -134,6 +134,7 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
         client,
         upstream,
         events,
+        gate,
     } = t;
     let tun = Tunnel {
         inner,
@@ -220,8 +221,23 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
             }
             Head::Req(r) => r,
         };
-        first = false;
         c.consume(req.head_len);
+        // Every request counts against the rate limits, as a plain one
+        // does; the tunnel's admission counted the first.
+        if !first {
+            if let Err(r) = gate.admit(&tun.host, tun.port) {
+                let mut rec = tun.record(&req.method);
+                rec.up(req.head_len);
+                if let Target::Absolute { path, .. } = &req.target {
+                    rec.ev().path = Some(redact_url(path));
+                }
+                rec.deny(r.rule, Some(429));
+                let n = answer_retry(&mut c.s, 429, &r.message, r.retry_after).await;
+                rec.down(n);
+                break;
+            }
+        }
+        first = false;
         if !request(&tun, &mut c, &mut u, req).await {
             break;
         }
@@ -304,9 +320,27 @@ async fn read_head<S: AsyncRead + Unpin>(
 
 /// Writes a plain-text answer from the proxy and asks to close.
 async fn answer<W: AsyncWrite + Unpin>(w: &mut W, status: u16, message: &str) -> usize {
+    answer_retry(w, status, message, None).await
+}
+
+/// [`answer`], with a `Retry-After` (whole seconds, at least 1) when given.
+async fn answer_retry<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    status: u16,
+    message: &str,
+    retry_after: Option<Duration>,
+) -> usize {
     let body = format!("{message}\n");
+    let retry = retry_after
+        .map(|r| {
+            format!(
+                "Retry-After: {}\r\n",
+                r.as_secs_f64().ceil().max(1.0) as u64
+            )
+        })
+        .unwrap_or_default();
     let out = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Cordon-Egress: refused\r\n\r\n{body}",
+        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Cordon-Egress: refused\r\n{retry}\r\n{body}",
         status_text(status),
         body.len()
     );
