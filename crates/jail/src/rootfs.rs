@@ -9,11 +9,11 @@
 //! opened component by component with `O_NOFOLLOW` under the new root, and
 //! every mount goes through `/proc/self/fd/N` of those descriptors.
 
-use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags};
 
 use crate::error::{JailError, Result};
 use crate::etc;
@@ -60,7 +60,9 @@ pub(crate) struct Plan {
     etc_links: Vec<(PathBuf, PathBuf)>,
     etc_binds: Vec<PlannedBind>,
     user_binds: Vec<PlannedBind>,
-    tmp_options: CString,
+    /// `size` and `nr_inodes` of /tmp and /dev/shm.
+    tmp_size: String,
+    tmp_inodes: String,
     files: Vec<crate::spec::FileOverlay>,
     user_sysctls: Vec<crate::budgets::UserSysctl>,
     staged: Vec<crate::spec::StagedBind>,
@@ -82,12 +84,8 @@ impl Plan {
             files: spec.files.clone(),
             user_sysctls: crate::budgets::user_sysctls(&spec.limits.kernel),
             staged: spec.staged.clone(),
-            tmp_options: CString::new(format!(
-                "size={},nr_inodes={},mode=1777",
-                spec.tmp_size.max(4096),
-                spec.tmp_inodes.max(16)
-            ))
-            .map_err(|_| fs_err("bad tmpfs options".into(), None))?,
+            tmp_size: spec.tmp_size.max(4096).to_string(),
+            tmp_inodes: spec.tmp_inodes.max(16).to_string(),
         };
         for dir in SYSTEM_DIRS {
             let path = Path::new(dir);
@@ -200,141 +198,95 @@ impl Plan {
     }
 
     /// Build the root (in the sandbox helper, with the new namespaces).
+    ///
+    /// Every host source is cloned into a detached mount tree first, before
+    /// anything is mounted, so nothing cordon mounts can show up in what a
+    /// bind brings in. The new root is a tmpfs stacked on top of the old
+    /// root itself (`/`): it has no name a declared path could meet, and
+    /// absolute paths (`/proc/self/fd/N`) keep resolving in the host's tree
+    /// until `pivot_root`.
     pub(crate) fn build(&self) -> Result<()> {
         // No mount event may propagate back to the host.
         sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
             .map_err(|e| fs_err(format!("cannot make mounts private: {e}"), None))?;
 
-        // Open every source before anything is mounted over it.
-        let open_src = |b: &PlannedBind| -> Result<OwnedFd> {
-            rustix::fs::openat2(
-                rustix::fs::CWD,
-                b.path.as_path(),
-                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-                Mode::empty(),
-                ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-            )
-            .map_err(|e| {
-                fs_err(
-                    format!(
-                        "{}: cannot open without following symlinks: {e}",
-                        b.path.display()
-                    ),
-                    Some("the path must not contain symlinks; name its real location"),
-                )
-            })
-        };
-        let system: Vec<OwnedFd> = self
-            .system_binds
-            .iter()
-            .map(open_src)
-            .collect::<Result<_>>()?;
-        let etc_src: Vec<OwnedFd> = self.etc_binds.iter().map(open_src).collect::<Result<_>>()?;
-        let user: Vec<OwnedFd> = self
-            .user_binds
-            .iter()
-            .map(open_src)
-            .collect::<Result<_>>()?;
-        let dev: Vec<OwnedFd> = DEV_NODES
-            .iter()
-            .map(|n| {
-                open_src(&PlannedBind {
-                    path: Path::new("/dev").join(n),
-                    writable: true,
-                    dir: false,
-                })
-            })
-            .collect::<Result<_>>()?;
+        let system = clone_all(&self.system_binds)?;
+        let etc = clone_all(&self.etc_binds)?;
+        let user = clone_all(&self.user_binds)?;
+        let dev = clone_all(&dev_nodes())?;
         let staged = overlay::open(&self.staged)?;
 
-        // The new root: a small tmpfs, mounted over /tmp in this namespace
-        // only (every source is already open).
-        sys::mount(
-            Some(c"tmpfs"),
-            c"/tmp",
-            Some(c"tmpfs"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(c"size=4m,nr_inodes=4096,mode=0755"),
+        let root = tmpfs(
+            &[("size", "4m"), ("nr_inodes", "4096"), ("mode", "0755")],
+            MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
+            "/",
+        )?;
+        rustix::mount::move_mount(
+            &root,
+            "",
+            rustix::fs::CWD,
+            "/",
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
         )
-        .map_err(|e| fs_err(format!("cannot mount the root tmpfs: {e}"), None))?;
-        let root = rustix::fs::open(
-            "/tmp",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        )
-        .map_err(|e| fs_err(format!("cannot open the new root: {e}"), None))?;
+        .map_err(|e| fs_err(format!("cannot mount the new root: {e}"), None))?;
         let root = root.as_fd();
 
         for (link, target) in &self.system_links {
             symlink(root, link, target)?;
         }
-        for (b, src) in self.system_binds.iter().zip(&system) {
-            bind(root, b, src.as_fd())?;
+        for (b, tree) in self.system_binds.iter().zip(system) {
+            attach(root, b, tree)?;
         }
+        self.build_etc(root, etc)?;
+        let tmp = self.scratch_tmpfs("/tmp")?;
+        attach_dir(root, "tmp", tmp)?;
+        self.build_dev(root, dev)?;
+        for (b, tree) in self.user_binds.iter().zip(user) {
+            attach(root, b, tree)?;
+        }
+        overlay::mount(root, &self.staged, &staged, |r, p| make_target(r, p, true))?;
+        drop(staged);
+        let proc_dir = mkdir(root, "proc")?;
+        self.place_files(root, proc_dir.as_fd())?;
+        drop(proc_dir);
+        build_proc(root, &self.user_sysctls)?;
+        enter(root)
+    }
 
-        // /etc
-        let etc_dir = make_target(root, Path::new("/etc"), true)?;
+    /// `/etc`: the synthesized files, the host's links, and read-only
+    /// clones of the host files programs need.
+    fn build_etc(&self, root: BorrowedFd<'_>, trees: Vec<OwnedFd>) -> Result<()> {
+        let etc_dir = mkdir(root, "etc")?;
         for (name, text) in &self.etc_files {
             write_file(etc_dir.as_fd(), name, text.as_bytes())?;
         }
-        drop(etc_dir);
         for (link, target) in &self.etc_links {
             symlink(root, link, target)?;
         }
-        for (b, src) in self.etc_binds.iter().zip(&etc_src) {
-            bind(root, b, src.as_fd())?;
+        for (b, tree) in self.etc_binds.iter().zip(trees) {
+            attach(root, b, tree)?;
         }
-
-        // /tmp
-        let tmp = make_target(root, Path::new("/tmp"), true)?;
-        sys::mount(
-            Some(c"tmpfs"),
-            &sys::fd_path(tmp.as_fd()),
-            Some(c"tmpfs"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&self.tmp_options),
-        )
-        .map_err(|e| fs_err(format!("cannot mount /tmp: {e}"), None))?;
-        drop(tmp);
-
-        self.build_dev(root, &dev)?;
-
-        for (b, src) in self.user_binds.iter().zip(&user) {
-            bind(root, b, src.as_fd())?;
-        }
-        overlay::mount(root, &self.staged, &staged, |r, p| make_target(r, p, true))?;
-        drop((system, etc_src, user, dev, staged));
-        self.place_files(root)?;
-
-        build_proc(root, &self.user_sysctls)?;
-
-        // Swap roots: the tmpfs becomes "/", the host root is detached.
-        rustix::process::fchdir(root)
-            .map_err(|e| fs_err(format!("chdir to new root: {e}"), None))?;
-        rustix::process::pivot_root(".", ".").map_err(|e| {
-            fs_err(
-                format!("pivot_root failed: {e}"),
-                Some(
-                    "cordon cannot run from an initramfs root; run it on a normal root filesystem",
-                ),
-            )
-        })?;
-        rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)
-            .map_err(|e| fs_err(format!("cannot detach the old root: {e}"), None))?;
-        rustix::process::chdir("/").map_err(|e| fs_err(format!("chdir /: {e}"), None))?;
-        let new_root = rustix::fs::open(
-            "/",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| fs_err(format!("open /: {e}"), None))?;
-        set_attrs(new_root.as_fd(), Path::new("/"), readonly(), false)?;
         Ok(())
+    }
+
+    /// A tmpfs with the spec's size and inode limits, for /tmp and /dev/shm.
+    fn scratch_tmpfs(&self, what: &str) -> Result<OwnedFd> {
+        tmpfs(
+            &[
+                ("size", &self.tmp_size),
+                ("nr_inodes", &self.tmp_inodes),
+                ("mode", "1777"),
+            ],
+            MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NODEV,
+            what,
+        )
     }
 
     /// Write the overlay files into a private tmpfs, bind each over its
     /// target (read-only), then detach the tmpfs: only the binds remain.
-    fn place_files(&self, root: BorrowedFd<'_>) -> Result<()> {
+    /// The tmpfs is staged on `/proc` before procfs is mounted there: no
+    /// declared path or overlay file can be under `/proc`.
+    fn place_files(&self, root: BorrowedFd<'_>, proc_dir: BorrowedFd<'_>) -> Result<()> {
         if self.files.is_empty() {
             return Ok(());
         }
@@ -350,68 +302,52 @@ impl Plan {
             }
         }
         let total: usize = self.files.iter().map(|f| f.contents.len() + 4096).sum();
-        let staging_path = Path::new("/.cordon-files");
-        let staging = make_target(root, staging_path, true)?;
-        let options = CString::new(format!("size={},mode=0755", total + 65536))
-            .map_err(|_| fs_err("bad tmpfs options".into(), None))?;
-        sys::mount(
-            Some(c"tmpfs"),
-            &sys::fd_path(staging.as_fd()),
-            Some(c"tmpfs"),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            Some(&options),
+        let size = (total + 65536).to_string();
+        let staging = tmpfs(
+            &[("size", &size), ("mode", "0755")],
+            MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV
+                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+            "the overlay files' staging area",
+        )?;
+        for (i, f) in self.files.iter().enumerate() {
+            write_file(staging.as_fd(), &format!("f{i}"), &f.contents)?;
+        }
+        // Clones are taken from attached mounts only (before Linux 6.15).
+        rustix::mount::move_mount(
+            &staging,
+            "",
+            proc_dir,
+            "",
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
         )
         .map_err(|e| fs_err(format!("cannot mount the staging tmpfs: {e}"), None))?;
-        drop(staging);
-        let staging = reopen(root, staging_path)?;
         for (i, f) in self.files.iter().enumerate() {
-            let name = format!("f{i}");
-            write_file(staging.as_fd(), &name, &f.contents)?;
-            let src = rustix::fs::openat(
-                staging.as_fd(),
-                name.as_str(),
-                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-                Mode::empty(),
-            )
-            .map_err(|e| fs_err(format!("{}: {e}", f.path.display()), None))?;
             let b = PlannedBind {
                 path: f.path.clone(),
                 writable: false,
                 dir: false,
             };
-            bind(root, &b, src.as_fd())?;
+            let tree = clone_tree(staging.as_fd(), &format!("f{i}"), &b)?;
+            attach(root, &b, tree)?;
         }
-        drop(staging);
-        let staging = reopen(root, staging_path)?;
         rustix::mount::unmount(
             sys::fd_path(staging.as_fd()).as_c_str(),
             rustix::mount::UnmountFlags::DETACH,
         )
-        .map_err(|e| fs_err(format!("cannot detach the staging tmpfs: {e}"), None))?;
-        drop(staging);
-        rustix::fs::unlinkat(root, relative(staging_path), rustix::fs::AtFlags::REMOVEDIR)
-            .map_err(|e| fs_err(format!("cannot remove the staging directory: {e}"), None))?;
-        Ok(())
+        .map_err(|e| fs_err(format!("cannot detach the staging tmpfs: {e}"), None))
     }
 
-    fn build_dev(&self, root: BorrowedFd<'_>, nodes: &[OwnedFd]) -> Result<()> {
-        let dev = make_target(root, Path::new("/dev"), true)?;
-        sys::mount(
-            Some(c"tmpfs"),
-            &sys::fd_path(dev.as_fd()),
-            Some(c"tmpfs"),
-            libc::MS_NOSUID | libc::MS_NOEXEC,
-            Some(c"size=64k,nr_inodes=64,mode=0755"),
-        )
-        .map_err(|e| fs_err(format!("cannot mount /dev: {e}"), None))?;
-        drop(dev);
-        for (name, src) in DEV_NODES.iter().zip(nodes) {
-            let b = PlannedBind {
-                path: Path::new("/dev").join(name),
-                writable: true,
-                dir: false,
-            };
-            bind(root, &b, src.as_fd())?;
+    fn build_dev(&self, root: BorrowedFd<'_>, nodes: Vec<OwnedFd>) -> Result<()> {
+        let dev = tmpfs(
+            &[("size", "64k"), ("nr_inodes", "64"), ("mode", "0755")],
+            MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+            "/dev",
+        )?;
+        move_into(&dev, root, "dev", "/dev")?;
+        for (name, tree) in DEV_NODES.iter().zip(nodes) {
+            create_file(dev.as_fd(), name)?;
+            move_mount_onto(tree, dev.as_fd(), name, &Path::new("/dev").join(name))?;
         }
         for (name, target) in [
             ("fd", "/proc/self/fd"),
@@ -419,23 +355,189 @@ impl Plan {
             ("stdout", "/proc/self/fd/1"),
             ("stderr", "/proc/self/fd/2"),
         ] {
-            symlink(root, &Path::new("/dev").join(name), Path::new(target))?;
+            rustix::fs::symlinkat(target, &dev, name)
+                .map_err(|e| fs_err(format!("/dev/{name}: cannot create symlink: {e}"), None))?;
         }
-        let shm = make_target(root, Path::new("/dev/shm"), true)?;
-        sys::mount(
-            Some(c"tmpfs"),
-            &sys::fd_path(shm.as_fd()),
-            Some(c"tmpfs"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&self.tmp_options),
-        )
-        .map_err(|e| fs_err(format!("cannot mount /dev/shm: {e}"), None))?;
+        let shm = self.scratch_tmpfs("/dev/shm")?;
+        attach_dir(dev.as_fd(), "shm", shm)?;
         // The /dev tmpfs itself is read-only; the nodes and /dev/shm are
         // separate mounts and keep their own flags.
-        let dev = reopen(root, Path::new("/dev"))?;
-        set_attrs(dev.as_fd(), Path::new("/dev"), readonly(), false)?;
-        Ok(())
+        set_attrs(dev.as_fd(), Path::new("/dev"), readonly(), false)
     }
+}
+
+/// The host's device nodes the sandbox gets, as binds.
+fn dev_nodes() -> Vec<PlannedBind> {
+    DEV_NODES
+        .iter()
+        .map(|n| PlannedBind {
+            path: Path::new("/dev").join(n),
+            writable: true,
+            dir: false,
+        })
+        .collect()
+}
+
+/// Make the tree at `root` the sandbox's root: `pivot_root`, detach the
+/// host's root, and make the new root read-only.
+fn enter(root: BorrowedFd<'_>) -> Result<()> {
+    rustix::process::fchdir(root).map_err(|e| fs_err(format!("chdir to new root: {e}"), None))?;
+    rustix::process::pivot_root(".", ".").map_err(|e| {
+        fs_err(
+            format!("pivot_root failed: {e}"),
+            Some("cordon cannot run from an initramfs root; run it on a normal root filesystem"),
+        )
+    })?;
+    rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH)
+        .map_err(|e| fs_err(format!("cannot detach the old root: {e}"), None))?;
+    rustix::process::chdir("/").map_err(|e| fs_err(format!("chdir /: {e}"), None))?;
+    set_attrs(root, Path::new("/"), readonly(), false)
+}
+
+/// A new, detached tmpfs with `options` (`fsconfig` key/value pairs).
+fn tmpfs(options: &[(&str, &str)], attrs: MountAttrFlags, what: &str) -> Result<OwnedFd> {
+    let err = |e: rustix::io::Errno| {
+        if e == rustix::io::Errno::NOSYS {
+            fs_err(
+                format!("{what}: this kernel lacks the new mount API (fsopen)"),
+                Some("use Linux 5.12 or newer"),
+            )
+        } else {
+            fs_err(format!("cannot mount the {what} tmpfs: {e}"), None)
+        }
+    };
+    let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC).map_err(err)?;
+    for (key, value) in options {
+        rustix::mount::fsconfig_set_string(&fs, *key, *value).map_err(err)?;
+    }
+    rustix::mount::fsconfig_create(&fs).map_err(err)?;
+    rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs).map_err(err)
+}
+
+/// Detached copies of each bind's source with the bind's flags already
+/// set, opened without following any symlink.
+fn clone_all(binds: &[PlannedBind]) -> Result<Vec<OwnedFd>> {
+    binds
+        .iter()
+        .map(|b| {
+            let src = rustix::fs::openat2(
+                rustix::fs::CWD,
+                b.path.as_path(),
+                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+                ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            )
+            .map_err(|e| {
+                fs_err(
+                    format!(
+                        "{}: cannot open without following symlinks: {e}",
+                        b.path.display()
+                    ),
+                    Some("the path must not contain symlinks; name its real location"),
+                )
+            })?;
+            clone_tree(src.as_fd(), "", b)
+        })
+        .collect()
+}
+
+/// `open_tree(OPEN_TREE_CLONE)` of `name` under `at` (itself when empty),
+/// with every mount below it, then the bind's flags on the copy.
+fn clone_tree(at: BorrowedFd<'_>, name: &str, b: &PlannedBind) -> Result<OwnedFd> {
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_RECURSIVE
+        | OpenTreeFlags::AT_SYMLINK_NOFOLLOW;
+    if name.is_empty() {
+        flags |= OpenTreeFlags::AT_EMPTY_PATH;
+    }
+    let tree = rustix::mount::open_tree(at, name, flags)
+        .map_err(|e| fs_err(format!("cannot copy {}: {e}", b.path.display()), None))?;
+    set_attrs(tree.as_fd(), &b.path, bind_attrs(b), true)?;
+    Ok(tree)
+}
+
+/// The flags of a bind: read-only unless writable; never setuid; device
+/// files only under /dev.
+fn bind_attrs(b: &PlannedBind) -> MountAttrs {
+    let dev = b.path.starts_with("/dev");
+    if b.writable {
+        MountAttrs {
+            rdonly: false,
+            nosuid: true,
+            nodev: !dev,
+            noexec: false,
+        }
+    } else {
+        MountAttrs {
+            nodev: !dev,
+            ..readonly()
+        }
+    }
+}
+
+/// Attach a prepared tree at `b.path` under `root`, creating the mount
+/// point component by component without following symlinks.
+fn attach(root: BorrowedFd<'_>, b: &PlannedBind, tree: OwnedFd) -> Result<()> {
+    let target = make_target(root, &b.path, b.dir)?;
+    move_mount_onto(tree, target.as_fd(), "", &b.path)
+}
+
+/// Attach a tree on a new directory `name` in a directory cordon made.
+fn attach_dir(parent: BorrowedFd<'_>, name: &str, tree: OwnedFd) -> Result<()> {
+    mkdir(parent, name)?;
+    move_mount_onto(tree, parent, name, Path::new(name))
+}
+
+/// Like [`attach_dir`] for a tree the caller keeps using.
+fn move_into(tree: &OwnedFd, parent: BorrowedFd<'_>, name: &str, what: &str) -> Result<()> {
+    rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o755))
+        .map_err(|e| fs_err(format!("{what}: cannot create mount point: {e}"), None))?;
+    rustix::mount::move_mount(
+        tree,
+        "",
+        parent,
+        name,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(|e| fs_err(format!("cannot mount {what}: {e}"), None))
+}
+
+/// `move_mount` of a detached tree onto `name` under `at` (`at` itself
+/// when empty). `name` is only ever a single component in a directory
+/// cordon created, so no symlink can be on the way.
+fn move_mount_onto(tree: OwnedFd, at: BorrowedFd<'_>, name: &str, what: &Path) -> Result<()> {
+    let mut flags = MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH;
+    if name.is_empty() {
+        flags |= MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH;
+    }
+    rustix::mount::move_mount(&tree, "", at, name, flags)
+        .map_err(|e| fs_err(format!("cannot bind {}: {e}", what.display()), None))
+}
+
+/// Create directory `name` in a directory cordon made and open it.
+fn mkdir(parent: BorrowedFd<'_>, name: &str) -> Result<OwnedFd> {
+    rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o755))
+        .map_err(|e| fs_err(format!("/{name}: cannot create: {e}"), None))?;
+    rustix::fs::openat(
+        parent,
+        name,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
+    .map_err(|e| fs_err(format!("/{name}: cannot open: {e}"), None))
+}
+
+/// Create an empty file `name` in a directory cordon made (a mount point).
+fn create_file(parent: BorrowedFd<'_>, name: &str) -> Result<()> {
+    rustix::fs::openat(
+        parent,
+        name,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o644),
+    )
+    .map(drop)
+    .map_err(|e| fs_err(format!("{name}: cannot create mount point: {e}"), None))
 }
 
 fn readonly() -> MountAttrs {
@@ -529,39 +631,6 @@ fn make_target(root: BorrowedFd<'_>, path: &Path, dir: bool) -> Result<OwnedFd> 
         cur = Some(fd);
     }
     cur.ok_or_else(|| fs_err(format!("{}: empty mount point", path.display()), None))
-}
-
-fn bind(root: BorrowedFd<'_>, b: &PlannedBind, src: BorrowedFd<'_>) -> Result<()> {
-    let target = make_target(root, &b.path, b.dir)?;
-    sys::mount(
-        Some(&sys::fd_path(src)),
-        &sys::fd_path(target.as_fd()),
-        None,
-        libc::MS_BIND | libc::MS_REC,
-        None,
-    )
-    .map_err(|e| fs_err(format!("cannot bind {}: {e}", b.path.display()), None))?;
-    drop(target);
-    let mounted = reopen(root, &b.path)?;
-    let attrs = if b.writable {
-        MountAttrs {
-            rdonly: false,
-            nosuid: true,
-            nodev: !b.path.starts_with("/dev"),
-            noexec: false,
-        }
-    } else {
-        readonly()
-    };
-    let attrs = if b.path.starts_with("/dev") {
-        MountAttrs {
-            nodev: false,
-            ..attrs
-        }
-    } else {
-        attrs
-    };
-    set_attrs(mounted.as_fd(), &b.path, attrs, true)
 }
 
 fn set_attrs(fd: BorrowedFd<'_>, path: &Path, attrs: MountAttrs, recursive: bool) -> Result<()> {
