@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
 
-use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::fs::OFlags;
 
 use crate::error::{JailError, Result};
 use crate::spec::{Layer, StagedBind};
@@ -83,22 +83,7 @@ pub(crate) struct Opened {
 }
 
 fn open_dir(path: &Path) -> Result<OwnedFd> {
-    rustix::fs::openat2(
-        rustix::fs::CWD,
-        path,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    )
-    .map_err(|e| {
-        fs_err(
-            format!(
-                "{}: cannot open without following symlinks: {e}",
-                path.display()
-            ),
-            Some("the path must not contain symlinks; name its real location"),
-        )
-    })
+    crate::rootfs::open_host_path(path, OFlags::DIRECTORY)
 }
 
 /// Open every staged directory's layers (in the sandbox helper, before the

@@ -419,26 +419,29 @@ fn tmpfs(options: &[(&str, &str)], attrs: MountAttrFlags, what: &str) -> Result<
 fn clone_all(binds: &[PlannedBind]) -> Result<Vec<OwnedFd>> {
     binds
         .iter()
-        .map(|b| {
-            let src = rustix::fs::openat2(
-                rustix::fs::CWD,
-                b.path.as_path(),
-                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-                Mode::empty(),
-                ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-            )
-            .map_err(|e| {
-                fs_err(
-                    format!(
-                        "{}: cannot open without following symlinks: {e}",
-                        b.path.display()
-                    ),
-                    Some("the path must not contain symlinks; name its real location"),
-                )
-            })?;
-            clone_tree(src.as_fd(), "", b)
-        })
+        .map(|b| clone_tree(open_host_path(&b.path, OFlags::empty())?.as_fd(), "", b))
         .collect()
+}
+
+/// Open a host path `O_PATH` (plus `extra`) without following any symlink
+/// on the way.
+pub(crate) fn open_host_path(path: &Path, extra: OFlags) -> Result<OwnedFd> {
+    rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW | extra,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| {
+        fs_err(
+            format!(
+                "{}: cannot open without following symlinks: {e}",
+                path.display()
+            ),
+            Some("the path must not contain symlinks; name its real location"),
+        )
+    })
 }
 
 /// `open_tree(OPEN_TREE_CLONE)` of `name` under `at` (itself when empty),
