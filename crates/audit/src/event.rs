@@ -16,6 +16,8 @@ pub const KIND_RUN_ENDED: &str = "run_ended";
 pub const KIND_EGRESS: &str = "egress";
 /// Record kind of [`Incident`].
 pub const KIND_INCIDENT: &str = "incident";
+/// Kind of [`Promotion`] records.
+pub const KIND_PROMOTION: &str = "promotion";
 /// Record kind written by the store itself when, before a write, it found
 /// that the store's last record did not match the head file (records were
 /// removed or the head file replaced). `verify` always reports it.
@@ -264,6 +266,24 @@ pub struct Incident {
     pub evidence: Value,
 }
 
+/// Staged changes applied to a host tree (`cordon promote`), recorded
+/// under the staged run's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Promotion {
+    /// The host directory written.
+    pub target: String,
+    /// SHA-256 of the run's whole change set, as captured when it ended.
+    pub change_set: String,
+    /// SHA-256 of the entries applied by this promotion.
+    pub applied: String,
+    /// `op path` of each applied entry.
+    pub entries: Vec<String>,
+    /// Policy rules the caller overrode (`--allow`) or a person answered
+    /// yes to.
+    #[serde(default)]
+    pub allowed_rules: Vec<String>,
+}
+
 /// One event to append.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -275,6 +295,8 @@ pub enum Event {
     Egress(Egress),
     /// See [`Incident`].
     Incident(Incident),
+    /// See [`Promotion`].
+    Promotion(Promotion),
 }
 
 impl Event {
@@ -285,6 +307,7 @@ impl Event {
             Event::RunEnded(_) => KIND_RUN_ENDED,
             Event::Egress(_) => KIND_EGRESS,
             Event::Incident(_) => KIND_INCIDENT,
+            Event::Promotion(_) => KIND_PROMOTION,
         }
     }
 
@@ -295,6 +318,7 @@ impl Event {
             Event::RunEnded(e) => serde_json::to_value(e),
             Event::Egress(e) => serde_json::to_value(e),
             Event::Incident(e) => serde_json::to_value(e),
+            Event::Promotion(e) => serde_json::to_value(e),
         }
     }
 
@@ -306,6 +330,7 @@ impl Event {
             KIND_RUN_ENDED => parse(|v| serde_json::from_value(v).map(Event::RunEnded)),
             KIND_EGRESS => parse(|v| serde_json::from_value(v).map(Event::Egress)),
             KIND_INCIDENT => parse(|v| serde_json::from_value(v).map(Event::Incident)),
+            KIND_PROMOTION => parse(|v| serde_json::from_value(v).map(Event::Promotion)),
             _ => None,
         }
     }
@@ -324,6 +349,11 @@ impl From<RunEnded> for Event {
 impl From<Egress> for Event {
     fn from(e: Egress) -> Self {
         Event::Egress(e)
+    }
+}
+impl From<Promotion> for Event {
+    fn from(e: Promotion) -> Self {
+        Event::Promotion(e)
     }
 }
 impl From<Incident> for Event {

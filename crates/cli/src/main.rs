@@ -50,6 +50,8 @@ enum Command {
     Profile(profile_cmd::ProfileCommand),
     /// Show what a staged run (`run --stage`) changed.
     Changes(stage_cmd::ChangesArgs),
+    /// Apply a staged run's changes (all, or the named paths) to the host, atomically.
+    Promote(stage_cmd::PromoteArgs),
     /// Drop a staged run's changes without applying them.
     Discard(stage_cmd::DiscardArgs),
 }
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Profile(cmd) => profile_cmd::run(cmd),
         Command::Changes(args) => stage_cmd::changes(args),
+        Command::Promote(args) => stage_cmd::promote(args),
         Command::Discard(args) => stage_cmd::discard(args),
         Command::Audit(args) => {
             audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))

@@ -307,3 +307,186 @@ pub fn discard(args: DiscardArgs) -> anyhow::Result<u8> {
     );
     Ok(0)
 }
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Every entry is checked before anything is written: an entry that can never \
+be promoted (a device, a setuid/setgid bit, a symlink out of the tree), one the policy refuses or \
+asks about (without a yes on a terminal or --allow RULE), or one whose host side changed since the \
+run started (a conflict) stops the whole promotion. Then all chosen entries are applied, or none.\n\n\
+Examples:\n  cordon promote RUN_ID                       # everything\n  \
+cordon promote RUN_ID src/main.rs docs/      # these host paths (relative to the current directory or the staged one)\n  \
+cordon promote RUN_ID --allow new-executable # also the files that became executable"
+)]
+pub struct PromoteArgs {
+    /// The staged run (as printed by `cordon run --stage`).
+    run_id: String,
+    /// Host paths to promote (a directory: everything under it); none: all.
+    paths: Vec<PathBuf>,
+    /// Promote entries held back by this policy rule (repeatable): git-hooks,
+    /// git-config, ci, shell-rc, new-executable, large-file, profile-refuse, profile-ask.
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+    /// Audit store to record the promotion in (default: ~/.local/state/cordon/audit.db).
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+    /// Print what was promoted as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A host path named on the command line, relative to the staged directory.
+fn relative_to(target: &Path, p: &Path) -> anyhow::Result<String> {
+    let cwd = std::env::current_dir()?;
+    let full = cordon_policy::normalize(&cwd.join(p));
+    let rel = match full.strip_prefix(target) {
+        Ok(r) => r.to_path_buf(),
+        Err(_) if p.is_relative() => cordon_policy::normalize(&target.join(p))
+            .strip_prefix(target)
+            .map(Path::to_path_buf)
+            .map_err(|_| anyhow::anyhow!("{}: not inside {}", p.display(), target.display()))?,
+        Err(_) => bail!(
+            "{}: not inside the staged directory {}",
+            p.display(),
+            target.display()
+        ),
+    };
+    rel.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("{}: not UTF-8", p.display()))
+}
+
+/// Ask on the terminal, when there is one.
+fn ask_terminal(change: &cordon_stage::Change, d: &cordon_stage::Decision) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return false;
+    }
+    eprint!(
+        "cordon: promote {} {} (rule {} asks)? [y/N] ",
+        change.op.as_str(),
+        change.path,
+        d.rules.join(", ")
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim(), "y" | "Y" | "yes")
+}
+
+#[derive(Debug, Serialize)]
+struct PromoteReport<'a> {
+    run_id: &'a str,
+    target: &'a Path,
+    change_set: &'a str,
+    applied: &'a str,
+    entries: &'a [cordon_stage::Change],
+    allowed_rules: &'a [String],
+    remaining: usize,
+}
+
+pub fn promote(args: PromoteArgs) -> anyhow::Result<u8> {
+    let store = store()?;
+    let stage = store
+        .open(&args.run_id)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let set = stage.changes().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let paths = args
+        .paths
+        .iter()
+        .map(|p| relative_to(&stage.meta.target, p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let sel = cordon_stage::Selection {
+        paths,
+        allow: args.allow.clone(),
+    };
+    let (chosen, allowed) = cordon_stage::choose(&stage, &set, &sel, &mut ask_terminal)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if chosen.is_empty() {
+        eprintln!("cordon: nothing to promote in {}", args.run_id);
+        return Ok(0);
+    }
+    let full_hash = stage.changes_hash().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let done =
+        cordon_stage::promote(&stage, chosen, allowed).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let audit_path = match &args.audit {
+        Some(p) => Some(p.clone()),
+        None => cordon_audit::default_path().ok(),
+    };
+    if let Some(path) = audit_path {
+        record(&path, &stage, &full_hash, &done).with_context(|| {
+            format!(
+                "the promotion was applied but not recorded in {}",
+                path.display()
+            )
+        })?;
+    }
+    let remaining = stage
+        .changes()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .entries
+        .len();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&PromoteReport {
+                run_id: &args.run_id,
+                target: &stage.meta.target,
+                change_set: &full_hash,
+                applied: &done.applied_hash,
+                entries: &done.entries,
+                allowed_rules: &done.allowed_rules,
+                remaining,
+            })?
+        );
+    }
+    eprintln!(
+        "cordon: promoted {} change(s) to {}{}",
+        done.entries.len(),
+        stage.meta.target.display(),
+        if remaining == 0 {
+            "; nothing left staged, the run's stage is removed".to_owned()
+        } else {
+            format!(
+                "; {remaining} change(s) still staged (cordon changes {})",
+                args.run_id
+            )
+        }
+    );
+    if remaining == 0 {
+        stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(0)
+}
+
+/// One `promotion` record under the staged run's id.
+fn record(
+    path: &Path,
+    stage: &Stage,
+    change_set: &str,
+    done: &cordon_stage::Promoted,
+) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut w =
+        cordon_audit::InlineWriter::open_with(path, cordon_audit::WriterOptions::default())?;
+    w.append(
+        &stage.meta.run_id,
+        cordon_audit::Promotion {
+            target: stage.meta.target.display().to_string(),
+            change_set: change_set.to_owned(),
+            applied: done.applied_hash.clone(),
+            entries: done
+                .entries
+                .iter()
+                .map(|e| format!("{} {}", e.op.as_str(), e.path))
+                .collect(),
+            allowed_rules: done.allowed_rules.clone(),
+        },
+    )?;
+    w.commit()?;
+    Ok(())
+}

@@ -69,6 +69,27 @@ impl Fixture {
             .expect("run cordon")
     }
 
+    /// `cordon promote ID ARGS...` (exit code, stderr).
+    fn promote(&self, id: &str, args: &[&str]) -> (i32, String) {
+        let mut all = vec!["promote", id];
+        all.extend_from_slice(args);
+        let out = self.cordon(&all);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The audit store's `promotion` records.
+    fn promotions(&self) -> Vec<Value> {
+        let out = self.cordon(&["audit", "export"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "promotion")
+            .collect()
+    }
+
     fn changes(&self, id: &str) -> Value {
         let out = self.cordon(&["changes", id, "--json"]);
         assert!(
@@ -311,4 +332,282 @@ fn stage_store_inside_the_staged_tree_is_refused() {
         });
     assert_eq!(o.code, 125, "{}", o.stderr);
     assert!(o.stderr.contains("inside this directory"), "{}", o.stderr);
+}
+
+/// Layer: promotion selection (stage/promote.rs). Promoting named paths
+/// applies exactly those entries (a named directory brings what is under
+/// it), leaves every other host file as it was, keeps the rest staged, and
+/// records the promotion with the change set's hash in the audit store.
+#[test]
+fn promote_applies_exactly_the_chosen_paths() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("a.txt", "a\n", 0o644);
+    f.file("b.txt", "b\n", 0o644);
+    f.file("gone.txt", "gone\n", 0o644);
+    f.file("keep.txt", "keep\n", 0o644);
+    let (o, id) = f.staged(
+        "echo A > a.txt && echo B > b.txt && rm gone.txt && rm keep.txt && \
+         mkdir -p new/deep && echo n > new/deep/n.txt && echo c > c.txt",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let before = snapshot(&f.repo);
+    let repo = f.repo.display().to_string();
+    let (code, err) = f.promote(
+        &id,
+        &[
+            &format!("{repo}/a.txt"),
+            &format!("{repo}/gone.txt"),
+            &format!("{repo}/new"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut expected = before.clone();
+    expected.get_mut("a.txt").unwrap().1 = b"A\n".to_vec();
+    expected.remove("gone.txt");
+    for (p, data) in [("new", ""), ("new/deep", ""), ("new/deep/n.txt", "n\n")] {
+        let m = std::fs::symlink_metadata(f.repo.join(p)).unwrap();
+        expected.insert(p.to_owned(), (m.mode(), data.as_bytes().to_vec()));
+    }
+    assert_eq!(
+        snapshot(&f.repo),
+        expected,
+        "exactly the chosen entries changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("b.txt")).unwrap(),
+        "b\n"
+    );
+    assert!(f.repo.join("keep.txt").exists() && !f.repo.join("c.txt").exists());
+
+    let records = f.promotions();
+    assert_eq!(records.len(), 1, "{records:?}");
+    let body = &records[0]["body"];
+    assert_eq!(body["change_set"], o.report["stage"]["hash"], "{body}");
+    assert_eq!(records[0]["run_id"], id.as_str());
+    let mut entries: Vec<&str> = body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    entries.sort_unstable();
+    assert_eq!(
+        entries,
+        [
+            "added new",
+            "added new/deep",
+            "added new/deep/n.txt",
+            "deleted gone.txt",
+            "modified a.txt"
+        ]
+    );
+
+    // The rest is still staged; promoting it empties and removes the stage.
+    let left: Vec<String> = f.changes(&id)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left, ["b.txt", "c.txt", "keep.txt"]);
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("b.txt")).unwrap(),
+        "B\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("c.txt")).unwrap(),
+        "c\n"
+    );
+    assert!(!f.repo.join("keep.txt").exists());
+    assert!(
+        f.cordon(&["changes", &id]).status.code() == Some(125),
+        "the stage is gone"
+    );
+    assert_eq!(f.promotions().len(), 2);
+}
+
+/// Layer: the conflict check (stage/promote.rs `host_is`). A host file
+/// changed after the run is never overwritten: the whole promotion is
+/// refused (the other, clean entries are not applied either), and it
+/// names the path.
+#[test]
+fn promote_refuses_a_conflict_and_applies_nothing() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("a.txt", "a\n", 0o644);
+    f.file("b.txt", "b\n", 0o644);
+    let (o, id) = f.staged("echo staged > a.txt && echo clean > b.txt && echo n > n.txt");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    std::fs::write(f.repo.join("a.txt"), "edited on the host\n").unwrap();
+    let before = snapshot(&f.repo);
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("a.txt") && err.contains("host"), "{err}");
+    assert_eq!(
+        snapshot(&f.repo),
+        before,
+        "all or nothing: nothing was applied"
+    );
+    assert!(f.promotions().is_empty());
+    // Without the conflicting path, the rest goes through.
+    let (code, err) = f.promote(&id, &["b.txt", "n.txt"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("a.txt")).unwrap(),
+        "edited on the host\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("b.txt")).unwrap(),
+        "clean\n"
+    );
+
+    // A file created on the host where the run added one is a conflict too.
+    let (o, id) = f.staged("echo mine > late.txt");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    std::fs::write(f.repo.join("late.txt"), "host\n").unwrap();
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("late.txt")).unwrap(),
+        "host\n"
+    );
+}
+
+/// Layer: the change set's never-promoted entries (stage/capture.rs
+/// `unsafe_reason`). A symlink out of the tree (absolute or with `..`), a
+/// setuid/setgid file and a fifo (the only special file a workload can
+/// create; a 0:0 device is read as a deletion) are listed but never
+/// promoted, neither with everything nor by name; the host tree is
+/// unchanged.
+#[test]
+fn symlinks_out_of_the_tree_setuid_and_special_files_are_never_promoted() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("ok.txt", "ok\n", 0o644);
+    f.file("sub/x", "x\n", 0o644);
+    let (o, id) = f.staged(
+        "ln -s /etc/passwd abs && ln -s ../../outside sub/up && ln -s sub/x inside && \
+         echo s > suid && chmod 4755 suid && echo g > sgid && chmod 2755 sgid && mkfifo fifo && \
+         ls -l suid sgid",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("-rwsr-xr-x"),
+        "inside, the bit is set: {}",
+        o.stdout
+    );
+    let set = f.changes(&id);
+    for p in ["abs", "sub/up", "suid", "sgid", "fifo"] {
+        let e = set["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["path"] == p)
+            .unwrap_or_else(|| panic!("{p} in {set}"));
+        assert!(e["unsafe_reason"].is_string(), "{e}");
+    }
+    let inside = entry(&set, "inside", "added").unwrap();
+    assert!(
+        inside.get("unsafe_reason").is_none(),
+        "a symlink within the tree is fine: {inside}"
+    );
+    let before = snapshot(&f.repo);
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("never be promoted"), "{err}");
+    for p in ["abs", "sub/up", "suid", "sgid", "fifo"] {
+        let (code, err) = f.promote(&id, &[p, "--allow", "new-executable"]);
+        assert_eq!(code, 125, "{p}: {err}");
+    }
+    assert_eq!(snapshot(&f.repo), before);
+    let (code, err) = f.promote(&id, &["inside"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_link(f.repo.join("inside")).unwrap(),
+        Path::new("sub/x")
+    );
+}
+
+/// Layer: `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` on every host lookup
+/// (stage/fsutil.rs). When a directory of the host tree is replaced by a
+/// symlink to a place outside it after the run, promoting a file under it
+/// fails and nothing is written through the link.
+#[test]
+fn promotion_never_follows_a_host_symlink_out_of_the_tree() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("sub/a.txt", "a\n", 0o644);
+    let (o, id) = f.staged("echo planted > sub/new.txt && echo changed > sub/a.txt");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let outside = f.work.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("a.txt"), "a\n").unwrap();
+    std::fs::remove_dir_all(f.repo.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, f.repo.join("sub")).unwrap();
+    let (code, err) = f.promote(&id, &["sub/new.txt"]);
+    assert_eq!(code, 125, "{err}");
+    let (code, err) = f.promote(&id, &["sub/a.txt"]);
+    assert_eq!(code, 125, "{err}");
+    assert!(
+        !outside.join("new.txt").exists(),
+        "written through the symlink"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("a.txt")).unwrap(),
+        "a\n"
+    );
+}
+
+/// Layer: the promotion policy (stage/policy.rs, rule git-hooks). A run
+/// that writes a git hook gets it staged, but promotion refuses it with a
+/// message naming the rule and the flag; `--allow git-hooks` promotes it.
+#[test]
+fn policy_refuses_a_git_hooks_write() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file(".git/hooks/README", "hooks\n", 0o644);
+    f.file("src.txt", "src\n", 0o644);
+    let (o, id) = f.staged(
+        "printf '#!/bin/sh\\necho owned\\n' > .git/hooks/pre-commit && echo edit > src.txt",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(entry(&f.changes(&id), ".git/hooks/pre-commit", "added").is_some());
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125, "{err}");
+    assert!(
+        err.contains(".git/hooks/pre-commit")
+            && err.contains("git-hooks")
+            && err.contains("--allow git-hooks"),
+        "{err}"
+    );
+    assert!(!f.repo.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("src.txt")).unwrap(),
+        "src\n",
+        "all or nothing"
+    );
+    let listing = f.cordon(&["changes", &id]);
+    assert!(String::from_utf8_lossy(&listing.stdout).contains("[refused: git-hooks]"));
+    let (code, err) = f.promote(&id, &["--allow", "git-hooks"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(f.repo.join(".git/hooks/pre-commit").exists());
+    let body = &f.promotions()[0]["body"];
+    assert_eq!(
+        body["allowed_rules"],
+        serde_json::json!(["git-hooks"]),
+        "{body}"
+    );
 }

@@ -17,6 +17,7 @@ mod diff;
 mod error;
 mod fsutil;
 mod policy;
+mod promote;
 mod store;
 
 pub use capture::capture;
@@ -24,4 +25,5 @@ pub use change::{Base, Change, ChangeSet, Kind, Op};
 pub use diff::render_diff;
 pub use error::{Result, StageError};
 pub use policy::{valid_glob, Action, Decision, Matcher, Policy, Rule};
+pub use promote::{choose, promote, Promoted, Selection};
 pub use store::{Meta, Stage, Store, MODE_OVERLAY};

@@ -221,6 +221,16 @@ impl Stage {
         })
     }
 
+    /// The hash of the whole change set as captured (promoted entries
+    /// included): what the audit record names.
+    pub fn changes_hash(&self) -> Result<String> {
+        let path = self.changes_path();
+        let text = std::fs::read(&path).map_err(|e| StageError::io(&path, e))?;
+        let set: ChangeSet =
+            serde_json::from_slice(&text).map_err(|source| StageError::Json { path, source })?;
+        Ok(set.hash)
+    }
+
     /// Entries promoted so far.
     pub fn promoted(&self) -> Result<BTreeSet<(String, Op)>> {
         let path = self.promoted_path();

@@ -1,0 +1,555 @@
+//! Promotion: apply chosen entries of a change set to the host tree, all or
+//! nothing.
+//!
+//! Every entry is checked first (never promotable, policy, conflict with
+//! the host). Then: deletions (deepest first; a file is renamed aside, a
+//! directory removed only when empty), new directories (shallowest first),
+//! then files and symlinks, each written to a temporary name in its target
+//! directory and swapped in with `renameat2` (`RENAME_NOREPLACE` for a new
+//! path, `RENAME_EXCHANGE` over an old one). What a swap or rename moved
+//! aside is compared with the base once more, so a host change that raced
+//! the check is still caught. Any failure undoes every step taken, in
+//! reverse; only when all succeeded are the moved-aside files deleted.
+//! Every lookup in the host tree is `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`
+//! from its root; files are created with permission bits only (`& 0o777`).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::change::{entries_hash, Base, Change, ChangeSet, Kind, Op};
+use crate::error::{Result, StageError};
+use crate::fsutil::{self, content_hash, lstat_at, parent_of};
+use crate::policy::{Action, Decision};
+use crate::store::Stage;
+
+/// What to promote and which policy rules the caller overrides.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Paths relative to the staged directory; a directory selects what is
+    /// under it. Empty: everything.
+    pub paths: Vec<String>,
+    /// Rule ids promoted despite `ask`/`refuse` (`--allow`).
+    pub allow: Vec<String>,
+}
+
+/// What a promotion applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Promoted {
+    pub entries: Vec<Change>,
+    /// SHA-256 of the applied entries.
+    pub applied_hash: String,
+    /// Rules overridden by `--allow` or answered yes to.
+    pub allowed_rules: Vec<String>,
+}
+
+fn depth(path: &str) -> usize {
+    path.matches('/').count()
+}
+
+fn under(path: &str, prefix: &str) -> bool {
+    path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with('/'))
+}
+
+/// The entries `sel` names (with the new directories above them), checked
+/// against what may never be promoted and against the policy. `ask` is
+/// called for an `ask` rule not overridden; it returns whether a person
+/// said yes.
+pub fn choose(
+    stage: &Stage,
+    set: &ChangeSet,
+    sel: &Selection,
+    ask: &mut dyn FnMut(&Change, &Decision) -> bool,
+) -> Result<(Vec<Change>, Vec<String>)> {
+    let policy = &stage.meta.policy;
+    let known = policy.rule_ids();
+    if let Some(bad) = sel.allow.iter().find(|a| !known.contains(&a.as_str())) {
+        return Err(StageError::Invalid(format!(
+            "--allow {bad}: no such rule (rules: {})",
+            known.join(", ")
+        )));
+    }
+    let mut chosen: Vec<Change> = if sel.paths.is_empty() {
+        set.entries.clone()
+    } else {
+        let mut out = Vec::new();
+        for p in &sel.paths {
+            let p = p.trim_end_matches('/');
+            let hits: Vec<&Change> = set.entries.iter().filter(|e| under(&e.path, p)).collect();
+            if hits.is_empty() {
+                return Err(StageError::Invalid(format!(
+                    "{p}: no staged change at or under this path (see `cordon changes {}`)",
+                    set.run_id
+                )));
+            }
+            out.extend(hits.into_iter().cloned());
+        }
+        // New directories above a chosen entry come along.
+        let needed: BTreeSet<String> = out
+            .iter()
+            .flat_map(|e| {
+                let mut up = Vec::new();
+                let mut p = e.path.as_str();
+                while let Some((parent, _)) = p.rsplit_once('/') {
+                    up.push(parent.to_owned());
+                    p = parent;
+                }
+                up
+            })
+            .collect();
+        out.extend(
+            set.entries
+                .iter()
+                .filter(|e| e.op == Op::Added && e.kind == Kind::Dir && needed.contains(&e.path))
+                .cloned(),
+        );
+        out.sort_by(|a, b| a.path.cmp(&b.path).then(a.op.cmp(&b.op)));
+        out.dedup();
+        out
+    };
+    let unsafe_entries: Vec<String> = chosen
+        .iter()
+        .filter_map(|e| {
+            e.unsafe_reason
+                .as_ref()
+                .map(|why| format!("{}: {why}", e.path))
+        })
+        .collect();
+    if !unsafe_entries.is_empty() {
+        return Err(StageError::Refused(format!(
+            "nothing was promoted: {} entr{} can never be promoted ({}); name the other paths, or discard the run",
+            unsafe_entries.len(),
+            if unsafe_entries.len() == 1 { "y" } else { "ies" },
+            unsafe_entries.join("; ")
+        )));
+    }
+    let mut refused = Vec::new();
+    let mut allowed = BTreeSet::new();
+    for e in &chosen {
+        let d = policy.decide(e);
+        let overridden = d.rules.iter().all(|r| sel.allow.contains(r));
+        match d.action {
+            Some(Action::Refuse) | Some(Action::Ask) if overridden => {
+                allowed.extend(d.rules.iter().cloned());
+            }
+            Some(Action::Ask) if ask(e, &d) => {
+                allowed.extend(d.rules.iter().cloned());
+            }
+            Some(a @ (Action::Ask | Action::Refuse)) => refused.push(format!(
+                "{} {} ({} by rule {}; to promote it: --allow {})",
+                e.op.as_str(),
+                e.path,
+                if a == Action::Refuse {
+                    "refused"
+                } else {
+                    "needs a yes"
+                },
+                d.rules.join(", "),
+                d.rules.join(" --allow ")
+            )),
+            _ => {}
+        }
+    }
+    if !refused.is_empty() {
+        return Err(StageError::Refused(format!(
+            "nothing was promoted: the promotion policy holds back {}",
+            refused.join("; ")
+        )));
+    }
+    chosen.sort_by(|a, b| a.path.cmp(&b.path).then(a.op.cmp(&b.op)));
+    Ok((chosen, allowed.into_iter().collect()))
+}
+
+/// Whether the host entry now at `rel` is the change's base.
+fn host_is(root: BorrowedFd<'_>, rel: &str, base: Option<&Base>) -> std::io::Result<bool> {
+    let now = lstat_at(root, rel)?;
+    Ok(match (base, now) {
+        (None, None) => true,
+        (Some(b), Some(st)) => {
+            let kind = Kind::of(st.st_mode);
+            kind == b.kind
+                && st.st_mode & 0o7777 == b.mode
+                && (kind == Kind::Dir || content_hash(root, rel, kind)? == b.hash)
+        }
+        _ => false,
+    })
+}
+
+fn conflict(e: &Change, why: &str) -> StageError {
+    StageError::Conflict(format!(
+        "nothing was promoted: {} {}: {why}; the host's version was kept (look at it, then promote the other paths or discard the run)",
+        e.op.as_str(),
+        e.path
+    ))
+}
+
+/// One step taken, and how to take it back.
+#[derive(Debug)]
+enum Undo {
+    /// A new entry at `path`: remove it.
+    Remove { path: String, dir: bool },
+    /// A file swapped with `tmp`: swap back, then remove `tmp`.
+    Exchange { path: String, tmp: String },
+    /// `path` renamed to `tmp`: rename back.
+    Aside { path: String, tmp: String },
+    /// An empty directory removed: create it again.
+    Rmdir { path: String, mode: u32 },
+    /// A directory's mode changed.
+    Chmod { path: String, mode: u32 },
+}
+
+struct Applier<'a> {
+    root: BorrowedFd<'a>,
+    upper: BorrowedFd<'a>,
+    undo: Vec<Undo>,
+    /// Moved-aside old entries, deleted when everything succeeded.
+    garbage: Vec<String>,
+    /// Temporary files not yet in place.
+    pending: Vec<String>,
+    counter: usize,
+    /// A private directory at the tree's root that deleted files are moved
+    /// into (so that their directory can be removed) until the end.
+    trash: Option<String>,
+}
+
+fn io(path: &str, e: impl Into<std::io::Error>) -> StageError {
+    StageError::io(path, e)
+}
+
+fn sibling(rel: &str, tmp_name: &str) -> String {
+    match rel.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/{tmp_name}"),
+        None => tmp_name.to_owned(),
+    }
+}
+
+impl Applier<'_> {
+    fn tmp_for(&mut self, rel: &str) -> String {
+        self.counter += 1;
+        sibling(
+            rel,
+            &format!(".cordon-promote-{}-{}", std::process::id(), self.counter),
+        )
+    }
+
+    fn trash_name(&mut self) -> Result<String> {
+        let dir = match &self.trash {
+            Some(d) => d.clone(),
+            None => {
+                let d = format!(".cordon-promote-{}-trash", std::process::id());
+                rustix::fs::mkdirat(self.root, d.as_str(), Mode::from_raw_mode(0o700))
+                    .map_err(|err| io(&d, err))?;
+                self.undo.push(Undo::Remove {
+                    path: d.clone(),
+                    dir: true,
+                });
+                self.trash = Some(d.clone());
+                d
+            }
+        };
+        self.counter += 1;
+        Ok(format!("{dir}/{}", self.counter))
+    }
+
+    fn rename(&self, from: &str, to: &str, flags: RenameFlags) -> std::result::Result<(), Errno> {
+        let (fdir, fname) = parent_of(self.root, from)?;
+        let (tdir, tname) = parent_of(self.root, to)?;
+        rustix::fs::renameat_with(&fdir, fname, &tdir, tname, flags)
+    }
+
+    fn unlink(&self, rel: &str, dir: bool) -> std::result::Result<(), Errno> {
+        let (d, name) = parent_of(self.root, rel)?;
+        let flags = if dir {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        rustix::fs::unlinkat(&d, name, flags)
+    }
+
+    fn delete(&mut self, e: &Change) -> Result<()> {
+        let base = e
+            .base
+            .as_ref()
+            .ok_or_else(|| conflict(e, "no base recorded"))?;
+        if base.kind == Kind::Dir {
+            match self.unlink(&e.path, true) {
+                Ok(()) => {}
+                Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => {
+                    return Err(conflict(
+                        e,
+                        "the host directory holds entries the run did not see",
+                    ))
+                }
+                Err(err) => return Err(io(&e.path, err)),
+            }
+            self.undo.push(Undo::Rmdir {
+                path: e.path.clone(),
+                mode: base.mode & 0o777,
+            });
+            return Ok(());
+        }
+        let tmp = self.trash_name()?;
+        self.rename(&e.path, &tmp, RenameFlags::NOREPLACE)
+            .map_err(|err| io(&e.path, err))?;
+        self.undo.push(Undo::Aside {
+            path: e.path.clone(),
+            tmp: tmp.clone(),
+        });
+        if !host_is(self.root, &tmp, Some(base)).map_err(|err| io(&e.path, err))? {
+            return Err(conflict(e, "the host file changed since the run ended"));
+        }
+        self.garbage.push(tmp);
+        Ok(())
+    }
+
+    fn mkdir(&mut self, e: &Change) -> Result<()> {
+        let mode = e.mode.unwrap_or(0o755) & 0o777;
+        let (dir, name) = parent_of(self.root, &e.path).map_err(|err| io(&e.path, err))?;
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(mode)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => {
+                return Err(conflict(e, "something now exists on the host at this path"))
+            }
+            Err(err) => return Err(io(&e.path, err)),
+        }
+        self.undo.push(Undo::Remove {
+            path: e.path.clone(),
+            dir: true,
+        });
+        self.chmod_dir(&e.path, mode)
+    }
+
+    fn chmod_dir(&self, rel: &str, mode: u32) -> Result<()> {
+        let fd = fsutil::open_beneath(self.root, rel, OFlags::RDONLY | OFlags::DIRECTORY)
+            .map_err(|err| io(rel, err))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o777)).map_err(|err| io(rel, err))
+    }
+
+    fn dir_mode(&mut self, e: &Change) -> Result<()> {
+        let base = e
+            .base
+            .as_ref()
+            .ok_or_else(|| conflict(e, "no base recorded"))?;
+        if !host_is(self.root, &e.path, Some(base)).map_err(|err| io(&e.path, err))? {
+            return Err(conflict(
+                e,
+                "the host directory changed since the run ended",
+            ));
+        }
+        self.chmod_dir(&e.path, e.mode.unwrap_or(base.mode))?;
+        self.undo.push(Undo::Chmod {
+            path: e.path.clone(),
+            mode: base.mode & 0o777,
+        });
+        Ok(())
+    }
+
+    /// Write the new file or symlink under a temporary name next to its
+    /// target; its content must still hash to what the change set says.
+    fn stage_new(&mut self, e: &Change) -> Result<String> {
+        let tmp = self.tmp_for(&e.path);
+        let (dir, tmp_name) = parent_of(self.root, &tmp).map_err(|err| io(&e.path, err))?;
+        match e.kind {
+            Kind::Symlink => {
+                let target = e.link.as_deref().unwrap_or("");
+                if crate::capture::escapes(&e.path, target) {
+                    return Err(StageError::Refused(format!(
+                        "{}: the symlink points outside the tree",
+                        e.path
+                    )));
+                }
+                rustix::fs::symlinkat(target, &dir, tmp_name).map_err(|err| io(&e.path, err))?;
+                self.pending.push(tmp.clone());
+            }
+            Kind::File => {
+                let out = rustix::fs::openat(
+                    &dir,
+                    tmp_name,
+                    OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::WRONLY
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )
+                .map_err(|err| io(&e.path, err))?;
+                self.pending.push(tmp.clone());
+                let src = fsutil::open_beneath(self.upper, &e.path, OFlags::RDONLY)
+                    .map_err(|err| io(&e.path, err))?;
+                let hash = copy_hashing(src, &out).map_err(|err| io(&e.path, err))?;
+                if Some(&hash) != e.hash.as_ref() {
+                    return Err(StageError::Conflict(format!(
+                        "nothing was promoted: {}: the staged file changed after the change set was captured",
+                        e.path
+                    )));
+                }
+                // Permission bits only: never setuid, setgid or sticky.
+                rustix::fs::fchmod(&out, Mode::from_raw_mode(e.mode.unwrap_or(0o644) & 0o777))
+                    .map_err(|err| io(&e.path, err))?;
+                rustix::fs::fsync(&out).map_err(|err| io(&e.path, err))?;
+            }
+            k => {
+                return Err(StageError::Refused(format!(
+                    "{}: a {} is never promoted",
+                    e.path,
+                    k.as_str()
+                )))
+            }
+        }
+        Ok(tmp)
+    }
+
+    fn place(&mut self, e: &Change) -> Result<()> {
+        let tmp = self.stage_new(e)?;
+        match &e.base {
+            None => {
+                match self.rename(&tmp, &e.path, RenameFlags::NOREPLACE) {
+                    Ok(()) => {}
+                    Err(Errno::EXIST) => {
+                        return Err(conflict(e, "something now exists on the host at this path"))
+                    }
+                    Err(err) => return Err(io(&e.path, err)),
+                }
+                self.pending.retain(|p| *p != tmp);
+                self.undo.push(Undo::Remove {
+                    path: e.path.clone(),
+                    dir: false,
+                });
+            }
+            Some(base) => {
+                self.rename(&tmp, &e.path, RenameFlags::EXCHANGE)
+                    .map_err(|err| io(&e.path, err))?;
+                self.pending.retain(|p| *p != tmp);
+                self.undo.push(Undo::Exchange {
+                    path: e.path.clone(),
+                    tmp: tmp.clone(),
+                });
+                if !host_is(self.root, &tmp, Some(base)).map_err(|err| io(&e.path, err))? {
+                    return Err(conflict(e, "the host file changed since the run ended"));
+                }
+                self.garbage.push(tmp);
+            }
+        }
+        Ok(())
+    }
+
+    fn rollback(&mut self) {
+        for p in std::mem::take(&mut self.pending) {
+            let _ = self.unlink(&p, false);
+        }
+        while let Some(u) = self.undo.pop() {
+            let _ = match u {
+                Undo::Remove { path, dir } => self.unlink(&path, dir),
+                Undo::Exchange { path, tmp } => self
+                    .rename(&tmp, &path, RenameFlags::EXCHANGE)
+                    .and_then(|()| self.unlink(&tmp, false)),
+                Undo::Aside { path, tmp } => self.rename(&tmp, &path, RenameFlags::NOREPLACE),
+                Undo::Rmdir { path, mode } => parent_of(self.root, &path)
+                    .and_then(|(d, n)| rustix::fs::mkdirat(&d, n, Mode::from_raw_mode(mode))),
+                Undo::Chmod { path, mode } => self.chmod_dir(&path, mode).map_err(|_| Errno::IO),
+            };
+        }
+    }
+}
+
+fn copy_hashing(src: OwnedFd, out: &OwnedFd) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut src = std::fs::File::from(src);
+    let mut dst = std::fs::File::from(out.try_clone()?);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 128 * 1024];
+    loop {
+        let n = src.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        dst.write_all(&buf[..n])?;
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Apply `chosen` (from [`choose`]) to the host tree, all or nothing, and
+/// remember them as promoted.
+pub fn promote(stage: &Stage, chosen: Vec<Change>, allowed_rules: Vec<String>) -> Result<Promoted> {
+    let root =
+        fsutil::open_root(&stage.meta.target).map_err(|e| StageError::io(&stage.meta.target, e))?;
+    let upper = fsutil::open_root(&stage.upper()).map_err(|e| StageError::io(stage.upper(), e))?;
+    // Conflicts first: nothing is touched when any entry's host side moved.
+    for e in &chosen {
+        if e.base.as_ref().is_some_and(|b| b.changed_during_run) {
+            return Err(conflict(e, "the host file changed while the run was going"));
+        }
+        if e.op == Op::Added && e.kind == Kind::Dir {
+            continue; // checked by mkdir
+        }
+        if !host_is(root.as_fd(), &e.path, e.base.as_ref()).map_err(|err| io(&e.path, err))? {
+            return Err(conflict(
+                e,
+                "the host changed this path since the run ended",
+            ));
+        }
+    }
+    let mut deletions: Vec<&Change> = chosen.iter().filter(|e| e.op == Op::Deleted).collect();
+    deletions.sort_by_key(|e| std::cmp::Reverse(depth(&e.path)));
+    let mut dirs: Vec<&Change> = chosen
+        .iter()
+        .filter(|e| e.op != Op::Deleted && e.kind == Kind::Dir)
+        .collect();
+    dirs.sort_by_key(|e| depth(&e.path));
+    let files: Vec<&Change> = chosen
+        .iter()
+        .filter(|e| e.op != Op::Deleted && e.kind != Kind::Dir)
+        .collect();
+
+    let mut a = Applier {
+        root: root.as_fd(),
+        upper: upper.as_fd(),
+        undo: Vec::new(),
+        garbage: Vec::new(),
+        pending: Vec::new(),
+        counter: 0,
+        trash: None,
+    };
+    let result = (|| -> Result<()> {
+        for e in &deletions {
+            a.delete(e)?;
+        }
+        for e in &dirs {
+            if e.op == Op::Added {
+                a.mkdir(e)?;
+            } else {
+                a.dir_mode(e)?;
+            }
+        }
+        for e in &files {
+            a.place(e)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        a.rollback();
+        return Err(e);
+    }
+    for g in std::mem::take(&mut a.garbage) {
+        let _ = a.unlink(&g, false);
+    }
+    if let Some(t) = a.trash.take() {
+        let _ = a.unlink(&t, true);
+    }
+    let _ = rustix::fs::fsync(&root);
+    stage.mark_promoted(chosen.iter().map(|e| (e.path.clone(), e.op)))?;
+    Ok(Promoted {
+        applied_hash: entries_hash(&chosen),
+        entries: chosen,
+        allowed_rules,
+    })
+}
