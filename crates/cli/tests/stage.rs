@@ -45,6 +45,10 @@ impl Fixture {
         let repo = self.repo.display().to_string();
         let state = self.state.path().to_path_buf();
         let script = format!("cd '{repo}' && {script}");
+        // A host file changed within one tick of the kernel's coarse clock
+        // before the run counts as changed during it (a conservative
+        // conflict); the fixture's files are older than that.
+        std::thread::sleep(std::time::Duration::from_millis(20));
         let o = self.work.run_with(
             &["--stage", &repo, "--no-audit"],
             &["sh", "-c", &script],
@@ -547,24 +551,26 @@ fn promotion_never_follows_a_host_symlink_out_of_the_tree() {
         return;
     }
     let f = Fixture::new();
-    f.file("sub/a.txt", "a\n", 0o644);
-    let (o, id) = f.staged("echo planted > sub/new.txt && echo changed > sub/a.txt");
+    f.file("sub/inner/a.txt", "a\n", 0o644);
+    let (o, id) = f.staged("echo planted > sub/inner/new.txt && echo changed > sub/inner/a.txt");
     assert_eq!(o.code, 0, "{}", o.stderr);
     let outside = f.work.path().join("outside");
-    std::fs::create_dir(&outside).unwrap();
-    std::fs::write(outside.join("a.txt"), "a\n").unwrap();
+    std::fs::create_dir_all(outside.join("inner")).unwrap();
+    std::fs::write(outside.join("inner/a.txt"), "a\n").unwrap();
     std::fs::remove_dir_all(f.repo.join("sub")).unwrap();
     std::os::unix::fs::symlink(&outside, f.repo.join("sub")).unwrap();
-    let (code, err) = f.promote(&id, &["sub/new.txt"]);
+    // `sub` is in the middle of each path: only the lookup flags stop the
+    // walk through it (O_NOFOLLOW covers the last name only).
+    let (code, err) = f.promote(&id, &["sub/inner/new.txt"]);
     assert_eq!(code, 125, "{err}");
-    let (code, err) = f.promote(&id, &["sub/a.txt"]);
+    let (code, err) = f.promote(&id, &["sub/inner/a.txt"]);
     assert_eq!(code, 125, "{err}");
     assert!(
-        !outside.join("new.txt").exists(),
+        !outside.join("inner/new.txt").exists(),
         "written through the symlink"
     );
     assert_eq!(
-        std::fs::read_to_string(outside.join("a.txt")).unwrap(),
+        std::fs::read_to_string(outside.join("inner/a.txt")).unwrap(),
         "a\n"
     );
 }

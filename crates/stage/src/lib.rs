@@ -15,7 +15,7 @@ mod capture;
 mod change;
 mod diff;
 mod error;
-mod fsutil;
+pub(crate) mod fsutil;
 mod policy;
 mod promote;
 mod store;
@@ -27,3 +27,6 @@ pub use error::{Result, StageError};
 pub use policy::{valid_glob, Action, Decision, Matcher, Policy, Rule};
 pub use promote::{choose, promote, Promoted, Selection};
 pub use store::{Meta, Stage, Store, MODE_OVERLAY};
+
+#[cfg(test)]
+mod tests;

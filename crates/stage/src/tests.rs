@@ -1,0 +1,244 @@
+//! Change-set decoding and promotion on hand-made upper layers: the
+//! overlay's whiteout and opaque forms, and the promotion's own checks with
+//! the change set's `unsafe_reason` taken away (each layer on its own).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use crate::{capture, choose, promote, Change, Kind, Op, Policy, Selection, Stage, Store};
+
+struct T {
+    target: tempfile::TempDir,
+    _state: tempfile::TempDir,
+    stage: Stage,
+}
+
+fn write(p: &Path, text: &str, mode: u32) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A host tree with `files`, and a stage over it whose run starts now.
+fn setup(files: &[(&str, &str)]) -> T {
+    let target = tempfile::tempdir().unwrap();
+    for (p, text) in files {
+        write(&target.path().join(p), text, 0o644);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path().join("stage"));
+    let stage = store
+        .create(
+            "0123abcd",
+            target.path(),
+            vec!["test".into()],
+            Policy::default(),
+        )
+        .unwrap();
+    T {
+        target,
+        _state: state,
+        stage,
+    }
+}
+
+impl T {
+    fn upper(&self, rel: &str) -> std::path::PathBuf {
+        self.stage.upper().join(rel)
+    }
+
+    fn whiteout(&self, rel: &str) {
+        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let d = self.upper(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        let fd = rustix::fs::open(
+            &d,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        rustix::fs::mknodat(
+            &fd,
+            name,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::empty(),
+            0,
+        )
+        .unwrap();
+    }
+
+    fn find(&self, set: &crate::ChangeSet, path: &str, op: Op) -> Change {
+        set.entries
+            .iter()
+            .find(|e| e.path == path && e.op == op)
+            .cloned()
+            .unwrap_or_else(|| panic!("{path} {op:?} in {:#?}", set.entries))
+    }
+}
+
+#[test]
+fn decodes_whiteouts_and_opaque_directories() {
+    let t = setup(&[
+        ("mod.txt", "old\n"),
+        ("del.txt", "bye\n"),
+        ("xwo.txt", "x\n"),
+        ("opq/old1", "1\n"),
+        ("opq/sub/old2", "2\n"),
+        ("same.txt", "same\n"),
+    ]);
+    write(&t.upper("mod.txt"), "new\n", 0o644);
+    t.whiteout("del.txt");
+    // The xattr form of a whiteout (Linux 6.7+).
+    write(&t.upper("xwo.txt"), "", 0o644);
+    rustix::fs::setxattr(
+        t.upper("xwo.txt"),
+        "user.overlay.whiteout",
+        b"",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    std::fs::create_dir(t.upper("opq")).unwrap();
+    rustix::fs::setxattr(
+        t.upper("opq"),
+        "user.overlay.opaque",
+        b"y",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    write(&t.upper("opq/fresh"), "f\n", 0o644);
+    // A copy-up without a change is not a change.
+    write(&t.upper("same.txt"), "same\n", 0o644);
+
+    let set = capture(&t.stage).unwrap();
+    let m = t.find(&set, "mod.txt", Op::Modified);
+    assert_eq!(
+        m.base.as_ref().unwrap().hash.as_deref(),
+        Some(crate::fsutil::hash_bytes(b"old\n").as_str())
+    );
+    assert_eq!(
+        m.hash.as_deref(),
+        Some(crate::fsutil::hash_bytes(b"new\n").as_str())
+    );
+    t.find(&set, "del.txt", Op::Deleted);
+    t.find(&set, "xwo.txt", Op::Deleted);
+    t.find(&set, "opq/old1", Op::Deleted);
+    t.find(&set, "opq/sub/old2", Op::Deleted);
+    t.find(&set, "opq/sub", Op::Deleted);
+    t.find(&set, "opq/fresh", Op::Added);
+    assert_eq!(set.entries.len(), 7, "{:#?}", set.entries);
+    assert!(set
+        .entries
+        .iter()
+        .all(|e| e.base.as_ref().is_none_or(|b| !b.changed_during_run)));
+
+    // Promote it all: the host tree now matches the upper layer.
+    let (chosen, _) = choose(&t.stage, &set, &Selection::default(), &mut |_, _| false).unwrap();
+    promote(&t.stage, chosen, Vec::new()).unwrap();
+    let root = t.target.path();
+    assert_eq!(
+        std::fs::read_to_string(root.join("mod.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!root.join("del.txt").exists() && !root.join("xwo.txt").exists());
+    assert!(!root.join("opq/old1").exists() && !root.join("opq/sub").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("opq/fresh")).unwrap(),
+        "f\n"
+    );
+    let names: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        names.len(),
+        3,
+        "no temporary or trash entries left: {names:?}"
+    );
+}
+
+/// With the change set's refusal taken away, the promotion itself still
+/// writes permission bits only: no setuid, setgid or sticky bit.
+#[test]
+fn promotion_never_sets_setuid_even_when_asked() {
+    let t = setup(&[]);
+    write(&t.upper("tool"), "#!/bin/sh\n", 0o755);
+    std::fs::set_permissions(t.upper("tool"), std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let set = capture(&t.stage).unwrap();
+    let mut e = t.find(&set, "tool", Op::Added);
+    assert!(e.unsafe_reason.as_deref().unwrap().contains("setuid"));
+    e.unsafe_reason = None;
+    promote(&t.stage, vec![e], Vec::new()).unwrap();
+    let mode = std::fs::metadata(t.target.path().join("tool"))
+        .unwrap()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755);
+}
+
+/// With the change set's refusal taken away, a symlink out of the tree is
+/// still not created, and nothing else of the call is applied.
+#[test]
+fn promotion_never_creates_an_escaping_symlink_even_when_asked() {
+    let t = setup(&[]);
+    std::os::unix::fs::symlink("../../etc/passwd", t.upper("esc")).unwrap();
+    write(&t.upper("ok.txt"), "ok\n", 0o644);
+    let set = capture(&t.stage).unwrap();
+    let mut e = t.find(&set, "esc", Op::Added);
+    assert!(e.unsafe_reason.is_some());
+    e.unsafe_reason = None;
+    let ok = t.find(&set, "ok.txt", Op::Added);
+    let err = promote(&t.stage, vec![ok, e], Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("outside the tree"), "{err}");
+    assert!(std::fs::symlink_metadata(t.target.path().join("esc")).is_err());
+    assert!(!t.target.path().join("ok.txt").exists(), "rolled back");
+}
+
+/// A device entry (only a 0:0 one can exist in an upper layer made without
+/// privileges, and that is a whiteout; this one is made up) is refused by
+/// `choose` and by `promote` on its own.
+#[test]
+fn devices_are_never_promoted() {
+    let t = setup(&[]);
+    let dev = Change {
+        path: "null".into(),
+        op: Op::Added,
+        kind: Kind::Device,
+        size: Some(0),
+        mode: Some(0o666),
+        hash: None,
+        link: None,
+        base: None,
+        unsafe_reason: crate::capture::unsafe_reason("null", Kind::Device, 0o666, None),
+    };
+    let set = crate::ChangeSet::new(
+        "0123abcd".into(),
+        t.target.path().into(),
+        "overlay",
+        vec![dev.clone()],
+    );
+    assert!(choose(&t.stage, &set, &Selection::default(), &mut |_, _| true).is_err());
+    let mut bare = dev;
+    bare.unsafe_reason = None;
+    assert!(promote(&t.stage, vec![bare], Vec::new()).is_err());
+    assert!(std::fs::symlink_metadata(t.target.path().join("null")).is_err());
+}
+
+/// A host entry changed after the run started is flagged at capture and
+/// refused at promotion.
+#[test]
+fn host_change_during_the_run_is_a_conflict() {
+    let t = setup(&[("a.txt", "a\n")]);
+    write(&t.target.path().join("a.txt"), "host\n", 0o644);
+    write(&t.upper("a.txt"), "run\n", 0o644);
+    let set = capture(&t.stage).unwrap();
+    let e = t.find(&set, "a.txt", Op::Modified);
+    assert!(e.base.as_ref().unwrap().changed_during_run);
+    let err = promote(&t.stage, vec![e], Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("while the run was going"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(t.target.path().join("a.txt")).unwrap(),
+        "host\n"
+    );
+}
