@@ -302,6 +302,12 @@ impl Applier<'_> {
             path: e.path.clone(),
             tmp: tmp.clone(),
         });
+        self.check_moved_aside(e, base, tmp)
+    }
+
+    /// What a rename moved aside must still be the base (a host change
+    /// racing the first check is caught here); it is deleted at the end.
+    fn check_moved_aside(&mut self, e: &Change, base: &Base, tmp: String) -> Result<()> {
         if !host_is(self.root, &tmp, Some(base)).map_err(|err| io(&e.path, err))? {
             return Err(conflict(e, "the host file changed since the run ended"));
         }
@@ -431,10 +437,7 @@ impl Applier<'_> {
                     path: e.path.clone(),
                     tmp: tmp.clone(),
                 });
-                if !host_is(self.root, &tmp, Some(base)).map_err(|err| io(&e.path, err))? {
-                    return Err(conflict(e, "the host file changed since the run ended"));
-                }
-                self.garbage.push(tmp);
+                self.check_moved_aside(e, base, tmp)?;
             }
         }
         Ok(())
