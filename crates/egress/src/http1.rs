@@ -681,8 +681,10 @@ pub fn parse_response_head(buf: &[u8], head_request: bool) -> Result<Option<Resp
 }
 
 impl ResponseHead {
-    /// Serializes the head for the client.
-    pub fn write_client(&self, out: &mut Vec<u8>, close: bool) {
+    /// Serializes the head for a client that speaks HTTP/1.`client_minor`.
+    /// An HTTP/1.0 client keeps the connection only when told so (RFC 9112
+    /// section 9.3): `Connection: keep-alive` unless `close`.
+    pub fn write_client(&self, out: &mut Vec<u8>, close: bool, client_minor: u8) {
         out.extend_from_slice(format!("HTTP/1.1 {} {}\r\n", self.status, self.reason).as_bytes());
         for (n, v) in &self.headers {
             out.extend_from_slice(n.as_bytes());
@@ -692,6 +694,8 @@ impl ResponseHead {
         }
         if close {
             out.extend_from_slice(b"Connection: close\r\n");
+        } else if client_minor == 0 {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
     }

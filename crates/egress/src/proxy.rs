@@ -1300,8 +1300,13 @@ async fn exchange(
                     "upstream switched protocols, which the proxy does not relay",
                 ));
             }
+            if req.minor_version == 0 {
+                // An HTTP/1.0 client gets no interim responses (RFC 9110
+                // section 15.2).
+                continue;
+            }
             let mut interim = Vec::new();
-            parsed.write_client(&mut interim, false);
+            parsed.write_client(&mut interim, false, req.minor_version);
             let (granted, cut) = grant(shared, att, applicable, interim.len());
             client
                 .s
@@ -1317,10 +1322,18 @@ async fn exchange(
         }
         break parsed;
     };
+    let mut resp = resp;
+    // An HTTP/1.0 client cannot read chunked framing: it gets the data,
+    // delimited by the close.
+    let dechunk = resp.body == BodyKind::Chunked && req.minor_version == 0;
+    if dechunk {
+        resp.headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("transfer-encoding"));
+    }
     let until_close = resp.body == BodyKind::UntilClose;
-    let keep_client = req.keep_alive && !until_close;
+    let keep_client = req.keep_alive && !until_close && !dechunk;
     let mut out = Vec::with_capacity(512);
-    resp.write_client(&mut out, !keep_client);
+    resp.write_client(&mut out, !keep_client, req.minor_version);
     let mut left = match resp.body {
         BodyKind::Length(n) => n,
         _ => 0,
@@ -1335,6 +1348,13 @@ async fn exchange(
         let data = up.conn.data();
         let n = match resp.body {
             BodyKind::Length(_) => (data.len() as u64).min(left) as usize,
+            BodyKind::Chunked if dechunk => {
+                let n = scanner
+                    .decode(data, &mut out)
+                    .map_err(|_| ExchangeError::AfterResponse)?;
+                done = scanner.is_done();
+                n
+            }
             BodyKind::Chunked => {
                 let n = scanner
                     .feed(data)
@@ -1345,7 +1365,9 @@ async fn exchange(
             BodyKind::UntilClose => data.len(),
             BodyKind::None => 0,
         };
-        out.extend_from_slice(&data[..n]);
+        if !dechunk {
+            out.extend_from_slice(&data[..n]);
+        }
         up.conn.consume(n);
         if let BodyKind::Length(_) = resp.body {
             left -= n as u64;

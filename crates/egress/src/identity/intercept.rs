@@ -695,8 +695,12 @@ where
                         .into(),
                 ));
             }
+            if req.minor_version == 0 {
+                // An HTTP/1.0 client gets no interim responses.
+                continue;
+            }
             let mut interim = Vec::new();
-            parsed.write_client(&mut interim, false);
+            parsed.write_client(&mut interim, false, req.minor_version);
             c.s.write_all(&interim).await.map_err(|_| Fail::After)?;
             rec.down(interim.len());
             interim_sent = true;
@@ -764,7 +768,7 @@ where
         _ => {}
     }
     let mut out = Vec::with_capacity(READ_CHUNK + 1024);
-    resp.write_client(&mut out, !keep);
+    resp.write_client(&mut out, !keep, req.minor_version);
     let read_whole = whole.is_some();
     if let Some(body) = whole {
         out.extend_from_slice(&body);
