@@ -80,6 +80,7 @@ fn seccomp_check() -> Check {
         unix_sockets: false,
         inet_sockets: false,
         notify: true,
+        observe: false,
     }) {
         Ok(p) => Check::ok(format!(
             "seccomp-bpf, filter generated in-process; default filter {} instructions",

@@ -259,6 +259,7 @@ fn run_level(
         unix_sockets: spec.allow_unix_sockets,
         inet_sockets: spec.network != NetworkMode::None,
         notify: true,
+        observe: false,
     })?;
     let mut groups = Groups::create(spec, &mut enforcement)?;
     let (parent, child_ends) = open_channels()?;

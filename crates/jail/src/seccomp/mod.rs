@@ -40,7 +40,22 @@ pub struct FilterOptions {
     /// supervisor learns who called what (it answers EPERM), instead of
     /// refusing them inside the kernel.
     pub notify: bool,
+    /// Also hand [`OBSERVED_SYSCALLS`] to the supervisor, which notes the
+    /// path and lets the call continue (`cordon learn`). Needs `notify`.
+    /// This observes, it does not enforce: the path is read from the
+    /// caller's memory, which another thread may change before the kernel
+    /// reads it.
+    pub observe: bool,
 }
+
+/// The calls `observe` hands to the supervisor: what opens, creates or
+/// executes a path.
+pub const OBSERVED_SYSCALLS: &[Syscall] = {
+    use Syscall::*;
+    &[
+        Open, Openat, Openat2, Creat, Execve, Execveat, Mkdir, Mkdirat,
+    ]
+};
 
 /// System calls refused with EPERM in every sandbox (through the
 /// supervisor when notifying).

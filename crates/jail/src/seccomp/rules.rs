@@ -8,6 +8,7 @@
 //!   ioctl / clone / socket / socketpair -> argument rules below
 //!   clone3                              -> ENOSYS   (flags in memory; libc falls back to clone)
 //!   a denied call                       -> refuse   (USER_NOTIF, or ERRNO(EPERM))
+//!   an observed call (learn mode only)  -> USER_NOTIF (the supervisor lets it continue)
 //!   anything else                       -> ALLOW
 //! ```
 //!
@@ -19,7 +20,7 @@ use libc::sock_filter;
 
 use super::bpf::{arg_low, Asm, Cmp, ARCH, NR};
 use super::syscalls::{Arch, Syscall};
-use super::{FilterOptions, DENIED_SYSCALLS};
+use super::{FilterOptions, DENIED_SYSCALLS, OBSERVED_SYSCALLS};
 
 pub const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
 pub const KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
@@ -60,8 +61,11 @@ fn nr(arch: &Arch, call: Syscall) -> Result<u32, String> {
 
 /// The filter for `arch`.
 pub fn program(options: FilterOptions, arch: &Arch) -> Result<Vec<sock_filter>, String> {
+    if options.observe && !options.notify {
+        return Err("observing calls needs user notification".into());
+    }
     let mut a = Asm::default();
-    let [kill, enosys, eperm, refuse, allow] = [(); 5].map(|_| a.label());
+    let [kill, enosys, eperm, refuse, allow, observe] = [(); 6].map(|_| a.label());
     let [ioctl, clone, socket, socketpair] = [(); 4].map(|_| a.label());
 
     a.load(ARCH);
@@ -82,6 +86,13 @@ pub fn program(options: FilterOptions, arch: &Arch) -> Result<Vec<sock_filter>, 
     for &call in DENIED_SYSCALLS {
         if let Some(n) = arch.nr(call) {
             a.jump_if(Cmp::Eq, n, refuse);
+        }
+    }
+    if options.observe {
+        for &call in OBSERVED_SYSCALLS {
+            if let Some(n) = arch.nr(call) {
+                a.jump_if(Cmp::Eq, n, observe);
+            }
         }
     }
     a.ret(ALLOW);
@@ -120,6 +131,8 @@ pub fn program(options: FilterOptions, arch: &Arch) -> Result<Vec<sock_filter>, 
     a.ret(ALLOW);
     a.bind(refuse);
     a.ret(refusal(options));
+    a.bind(observe);
+    a.ret(NOTIFY);
     a.bind(eperm);
     a.ret(errno(libc::EPERM));
     a.bind(enosys);

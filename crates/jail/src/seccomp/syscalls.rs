@@ -119,6 +119,16 @@ syscalls! {
     OpenByHandleAt "open_by_handle_at" x86_64: 304 aarch64: 265;
     NameToHandleAt "name_to_handle_at" x86_64: 303 aarch64: 264;
     FanotifyInit "fanotify_init" x86_64: 300 aarch64: 262;
+    // Observed in learn mode (the supervisor reads the path and lets the
+    // call continue).
+    Open "open" x86_64: 2 aarch64: absent;
+    Openat "openat" x86_64: 257 aarch64: 56;
+    Openat2 "openat2" x86_64: 437 aarch64: 437;
+    Creat "creat" x86_64: 85 aarch64: absent;
+    Execve "execve" x86_64: 59 aarch64: 221;
+    Execveat "execveat" x86_64: 322 aarch64: 281;
+    Mkdir "mkdir" x86_64: 83 aarch64: absent;
+    Mkdirat "mkdirat" x86_64: 258 aarch64: 34;
     // Calls with argument rules.
     Ioctl "ioctl" x86_64: 16 aarch64: 29;
     Socket "socket" x86_64: 41 aarch64: 198;

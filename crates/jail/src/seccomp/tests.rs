@@ -139,11 +139,12 @@ fn all_options() -> Vec<FilterOptions> {
     let mut v = Vec::new();
     for unix_sockets in [false, true] {
         for inet_sockets in [false, true] {
-            for notify in [false, true] {
+            for (notify, observe) in [(false, false), (true, false), (true, true)] {
                 v.push(FilterOptions {
                     unix_sockets,
                     inet_sockets,
                     notify,
+                    observe,
                 });
             }
         }
@@ -327,8 +328,15 @@ fn every_denied_call_is_refused_and_nothing_else_below_the_max() {
             Syscall::Socketpair,
         ]
         .map(|c| case.nr(c));
+        let observed: Vec<u32> = OBSERVED_SYSCALLS
+            .iter()
+            .filter_map(|&c| case.arch.nr(c))
+            .collect();
         for nr in 0..=MAX_KNOWN {
-            if denied.contains(&nr) || with_rules.contains(&nr) {
+            if denied.contains(&nr)
+                || with_rules.contains(&nr)
+                || (case.options.observe && observed.contains(&nr))
+            {
                 continue;
             }
             for args in [[0; 6], GARBAGE] {
@@ -452,6 +460,35 @@ fn only_the_allowed_socket_families_pass() {
 }
 
 #[test]
+fn observed_calls_go_to_the_supervisor_only_in_observe_mode() {
+    for case in cases() {
+        for &call in OBSERVED_SYSCALLS {
+            let Some(nr) = case.arch.nr(call) else {
+                continue;
+            };
+            let want = if case.options.observe {
+                USER_NOTIF
+            } else {
+                ALLOW
+            };
+            for args in [[0; 6], GARBAGE] {
+                assert_eq!(case.call(nr, args), want, "{} {}", case.what(), call.name());
+            }
+        }
+    }
+    let err = rules::program(
+        FilterOptions {
+            unix_sockets: false,
+            inet_sockets: false,
+            notify: false,
+            observe: true,
+        },
+        &syscalls::NATIVE,
+    );
+    assert!(err.is_err(), "observing without a listener must not build");
+}
+
+#[test]
 fn compile_uses_the_native_table_and_keeps_the_notify_choice() {
     for options in all_options() {
         let p = compile(options).expect("filter compiles");
@@ -533,6 +570,14 @@ fn x86_64_numbers_match_libc() {
         (OpenByHandleAt, libc::SYS_open_by_handle_at),
         (NameToHandleAt, libc::SYS_name_to_handle_at),
         (FanotifyInit, libc::SYS_fanotify_init),
+        (Open, libc::SYS_open),
+        (Openat, libc::SYS_openat),
+        (Openat2, libc::SYS_openat2),
+        (Creat, libc::SYS_creat),
+        (Execve, libc::SYS_execve),
+        (Execveat, libc::SYS_execveat),
+        (Mkdir, libc::SYS_mkdir),
+        (Mkdirat, libc::SYS_mkdirat),
         (Ioctl, libc::SYS_ioctl),
         (Socket, libc::SYS_socket),
         (Socketpair, libc::SYS_socketpair),
