@@ -49,3 +49,10 @@ pub fn synthesized(hostname: &str) -> Vec<(&'static str, String)> {
         ("resolv.conf", "# no DNS inside a cordon sandbox\n".into()),
     ]
 }
+
+/// Every name the sandbox's /etc holds (bound from the host or written).
+pub fn provided_names() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = HOST_ETC.to_vec();
+    v.extend(synthesized("cordon").into_iter().map(|(name, _)| name));
+    v
+}

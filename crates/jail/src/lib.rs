@@ -24,6 +24,7 @@ mod fdpass;
 pub mod host;
 mod kaudit;
 mod landlock_rules;
+mod observe;
 mod outcome;
 mod overlay;
 mod rootfs;
@@ -37,12 +38,15 @@ mod verdict;
 
 pub use budgets::KernelBudgets;
 pub use error::{JailError, Result};
+pub use etc::provided_names as sandbox_etc_names;
 pub use kaudit::{probe as landlock_log_probe, LandlockDenial, LandlockLogState};
 pub use landlock_rules::kernel_abi as landlock_abi;
+pub use observe::{Access, ObservedPath};
 pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
 };
 pub use overlay::{probe as overlay_probe, STAGE_FIX};
+pub use rootfs::SYSTEM_DIRS;
 pub use run::{
     run, run_with, userns_fix, CaptureSink, Hooks, NoHooks, OutputSink, RunOptions, Started,
     StdioSink, Stream,

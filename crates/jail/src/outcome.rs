@@ -49,6 +49,20 @@ pub struct Outcome {
     pub landlock_denials_total: u64,
     /// Whether Landlock denials were observed for this run, or why not.
     pub landlock_log: crate::LandlockLogState,
+    /// Learn mode (`Spec::observe`): every path the workload opened,
+    /// created or executed, by access.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<crate::ObservedPath>,
+    /// Observed calls whose path could not be read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_unreadable: u64,
+    /// Distinct processes that made an observed call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_processes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One refused system call. The arguments are the raw register values:

@@ -23,7 +23,7 @@ use crate::sys::{self, MountAttrs};
 
 /// Host directories that hold programs and libraries, bound read-only (or
 /// recreated as symlinks where the host has merged /usr).
-const SYSTEM_DIRS: &[&str] = &[
+pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 

@@ -259,7 +259,7 @@ fn run_level(
         unix_sockets: spec.allow_unix_sockets,
         inet_sockets: spec.network != NetworkMode::None,
         notify: true,
-        observe: false,
+        observe: spec.observe,
     })?;
     let mut groups = Groups::create(spec, &mut enforcement)?;
     let (parent, child_ends) = open_channels()?;
@@ -388,6 +388,9 @@ fn run_level(
         landlock_denials,
         landlock_denials_total,
         landlock_log: landlock_state,
+        observed_unreadable: sup.observations.unreadable,
+        observed_processes: sup.observations.pids.len() as u64,
+        observed: std::mem::take(&mut sup.observations).into_paths(),
     })
 }
 

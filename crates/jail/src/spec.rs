@@ -49,6 +49,10 @@ pub struct Spec {
     /// write kept in a separate upper layer on the host (see [`StagedBind`]).
     #[serde(default)]
     pub staged: Vec<StagedBind>,
+    /// Learn mode: note every path the workload opens, creates or
+    /// executes (in `Outcome::observed`) and let the call continue.
+    #[serde(default)]
+    pub observe: bool,
 }
 
 /// A bind kind whose writes never reach the host directory: an overlay
@@ -221,6 +225,7 @@ impl Spec {
             hostname: "cordon".into(),
             files: Vec::new(),
             staged: Vec::new(),
+            observe: false,
         }
     }
 }

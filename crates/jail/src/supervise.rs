@@ -139,6 +139,9 @@ pub(crate) struct Supervision {
     pub denied_total: u64,
     /// An error from `Hooks::tick`; the sandbox was killed for it.
     pub hook_error: Option<String>,
+    /// Learn mode: observed calls continue, their paths are noted here.
+    observe: bool,
+    pub observations: crate::observe::Observations,
 }
 
 impl Supervision {
@@ -157,6 +160,8 @@ impl Supervision {
             denied: Vec::new(),
             denied_total: 0,
             hook_error: None,
+            observe: spec.observe,
+            observations: Default::default(),
         }
     }
 
@@ -376,12 +381,17 @@ impl Supervision {
         }
     }
 
-    /// Refuse one notified system call with EPERM and keep it as evidence.
+    /// Refuse one notified system call with EPERM and keep it as evidence
+    /// (in learn mode, note an observed call and let it continue).
     fn answer_notification(&mut self, fd: RawFd, started: Instant) {
         use crate::seccomp;
         let Some(req) = seccomp::notify::receive(fd) else {
             return; // the caller died meanwhile
         };
+        if self.observe && self.observations.note(&req) {
+            seccomp::notify::answer_continue(fd, req.id);
+            return;
+        }
         seccomp::notify::answer_error(fd, req.id, libc::EPERM);
         self.denied_total += 1;
         if self.denied.len() < 256 {

@@ -110,3 +110,59 @@ fn capture_sink_and_binds_through_the_library() {
     assert_eq!(out.stdout, b"library\n");
     assert_eq!(o.stdout.kept, 8);
 }
+
+#[test]
+fn observe_notes_opened_written_created_and_executed_paths_and_lets_them_run() {
+    let _one = exclusive();
+    if !userns() {
+        return;
+    }
+    use cordon_jail::Access;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = std::fs::canonicalize(dir.path()).expect("canonical");
+    std::fs::write(dir.join("in.txt"), "observed\n").expect("write");
+    let script = "cat in.txt; echo out > out.txt; mkdir newdir; cd newdir && cat ../in.txt > /dev/null; /bin/true";
+    let mut s = spec(&["/bin/sh", "-c", script]);
+    s.cwd = dir.clone();
+    s.binds.push(Bind {
+        path: dir.clone(),
+        writable: true,
+    });
+    let options = || RunOptions {
+        forward_signals: false,
+        ..Default::default()
+    };
+    s.observe = true;
+    let mut out = CaptureSink::default();
+    let o = run(&s, &mut out, options()).expect("run");
+    assert_eq!(o.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"observed\n", "observed calls must continue");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.txt")).unwrap(),
+        "out\n"
+    );
+    let has = |path: PathBuf, access: Access| {
+        o.observed
+            .iter()
+            .any(|p| p.path == path && p.access == access)
+    };
+    assert!(has(dir.join("in.txt"), Access::Read), "{:#?}", o.observed);
+    assert!(has(dir.join("out.txt"), Access::Write), "{:#?}", o.observed);
+    assert!(has(dir.join("newdir"), Access::Mkdir), "{:#?}", o.observed);
+    // Relative to a cwd that changed inside.
+    assert!(
+        has(dir.join("newdir/../in.txt"), Access::Read),
+        "{:#?}",
+        o.observed
+    );
+    assert!(has("/bin/true".into(), Access::Exec), "{:#?}", o.observed);
+    assert!(has("/bin/sh".into(), Access::Exec), "{:#?}", o.observed);
+    assert!(o.observed_processes >= 2, "{}", o.observed_processes);
+
+    // Without observe, nothing is noted.
+    std::fs::remove_dir(dir.join("newdir")).expect("rmdir");
+    s.observe = false;
+    let o = run(&s, &mut CaptureSink::default(), options()).expect("run");
+    assert_eq!(o.exit_code, 0);
+    assert!(o.observed.is_empty(), "{:#?}", o.observed);
+}

@@ -1,5 +1,6 @@
-//! The supervisor's side of `SECCOMP_RET_USER_NOTIF`: receive one refused
-//! call from the listener and answer it with an error.
+//! The supervisor's side of `SECCOMP_RET_USER_NOTIF`: receive one call
+//! from the listener and answer it with an error (a refused call) or let it
+//! continue (an observed one, in learn mode).
 
 use std::os::fd::RawFd;
 
@@ -38,6 +39,21 @@ pub fn answer_error(listener: RawFd, id: u64, errno: i32) {
         val: 0,
         error: -errno,
         flags: 0,
+    };
+    // SAFETY: SECCOMP_IOCTL_NOTIF_SEND reads one seccomp_notif_resp from
+    // `resp`, which lives across the call.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
+}
+
+/// Let the notified call run as if the filter had allowed it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`, Linux 5.5). Only for observed
+/// calls: the kernel runs it with whatever the caller's memory holds then.
+pub fn answer_continue(listener: RawFd, id: u64) {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
     };
     // SAFETY: SECCOMP_IOCTL_NOTIF_SEND reads one seccomp_notif_resp from
     // `resp`, which lives across the call.
