@@ -113,10 +113,14 @@ pub fn start(
     listener: std::net::TcpListener,
     recorder: Arc<Recorder>,
     identity: Option<cordon_egress::Identity>,
+    approver: Option<Arc<dyn cordon_egress::Approver>>,
 ) -> Result<ProxyHandle, String> {
     let mut egress = cordon_egress::Egress::new(config)
         .map_err(|e| e.to_string())?
         .with_sink(recorder);
+    if let Some(a) = approver {
+        egress = egress.with_approver(a);
+    }
     if let Some(id) = identity {
         egress = egress.with_tls_interceptor(Arc::new(id));
     }

@@ -8,6 +8,8 @@ mod audit_cmd;
 mod doctor_cmd;
 mod egress_bridge;
 mod host_tools;
+mod learn;
+mod learn_cmd;
 mod plan;
 mod profile_cmd;
 mod run_cmd;
@@ -30,7 +32,7 @@ pub const EXIT_CORDON: u8 = 125;
     long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
                   no network, bounded CPU, memory, processes, disk, time and output, and nothing \
                   left running afterwards.",
-    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon doctor --json"
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon doctor --json"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,6 +43,9 @@ struct Cli {
 enum Command {
     /// Run one command in a fresh sandbox.
     Run(Box<run_cmd::RunArgs>),
+    /// Observe a command in a wide sandbox and write the smallest profile
+    /// that allows what it did.
+    Learn(Box<learn_cmd::LearnArgs>),
     /// Show what this host can enforce.
     Doctor(doctor_cmd::DoctorArgs),
     /// Read, verify and export the audit store.
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(*args),
+        Command::Learn(args) => learn_cmd::run(*args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Profile(cmd) => profile_cmd::run(cmd),
         Command::Changes(args) => stage_cmd::changes(args),

@@ -469,6 +469,7 @@ impl cordon_jail::Hooks for RunHooks {
             listener,
             Arc::clone(&self.recorder),
             self.identity.clone(),
+            None,
         )?);
         Ok(())
     }

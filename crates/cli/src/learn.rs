@@ -1,0 +1,395 @@
+//! From one observed run to the smallest profile that allows what it did:
+//! the paths it read, wrote and executed outside what every sandbox already
+//! has, the hosts it reached through the proxy, and its limits with
+//! headroom. Every grant carries a comment that says what needed it.
+//!
+//! Pure: the caller gathers the observations (`cordon learn`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cordon_jail::{Access, ObservedPath};
+
+/// Everything one learning run saw.
+pub struct Observed<'a> {
+    pub command: &'a [String],
+    /// The working directory (canonical).
+    pub cwd: &'a Path,
+    /// Host paths the learning run could write (the cwd and `--rw`).
+    pub writable: &'a [PathBuf],
+    pub paths: &'a [ObservedPath],
+    /// Allowed proxy attempts: (host, port) -> how many.
+    pub hosts: BTreeMap<(String, u16), u64>,
+    /// Refused proxy attempts: (host, port) -> why (the proxy's rule).
+    pub refused_hosts: BTreeMap<(String, u16), String>,
+    pub wall: Duration,
+    pub peak_memory: Option<u64>,
+    /// Distinct processes seen opening or executing a path.
+    pub processes: usize,
+    /// Does a path exist on the host (injected for tests).
+    pub exists: &'a dyn Fn(&Path) -> bool,
+}
+
+/// One grant with the reason for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    path: PathBuf,
+    why: String,
+}
+
+/// What the profile will say about the filesystem.
+#[derive(Debug, Default)]
+pub struct Files {
+    cwd_rw: Option<String>,
+    cwd_reads: Vec<PathBuf>,
+    read_only: Vec<Grant>,
+    read_write: Vec<Grant>,
+    /// Writes outside every writable path of the learning run: refused then,
+    /// not granted now.
+    pub refused_writes: Vec<PathBuf>,
+}
+
+/// Places every sandbox has without a grant.
+fn provided(path: &Path) -> bool {
+    let under = |p: &str| path.starts_with(p);
+    if ["/proc", "/dev", "/sys"].iter().any(|p| under(p))
+        || cordon_jail::SYSTEM_DIRS.iter().any(|p| under(p))
+    {
+        return true;
+    }
+    match path.strip_prefix("/etc") {
+        Ok(rest) => {
+            let first = rest.components().next();
+            first.is_none_or(|c| {
+                cordon_jail::sandbox_etc_names()
+                    .iter()
+                    .any(|n| c.as_os_str() == *n)
+            })
+        }
+        Err(_) => false,
+    }
+}
+
+fn what(access: Access, syscall: &str, count: u64) -> String {
+    let verb = match access {
+        Access::Read => "read",
+        Access::Write => "written",
+        Access::Exec => "executed",
+        Access::Mkdir => "directory created",
+    };
+    if count > 1 {
+        format!("{verb} ({syscall}, {count} times)")
+    } else {
+        format!("{verb} ({syscall})")
+    }
+}
+
+/// Sort the observed paths into grants.
+pub fn files(o: &Observed<'_>) -> Files {
+    let mut f = Files::default();
+    let mut rw: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut ro: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for p in o.paths {
+        let path = cordon_policy::normalize(&p.path);
+        if provided(&path) {
+            continue;
+        }
+        let why = what(p.access, &p.syscall, p.count);
+        match p.access {
+            Access::Read | Access::Exec => {
+                if !(o.exists)(&path) {
+                    continue; // a probe that found nothing
+                }
+                if path.starts_with(o.cwd) {
+                    f.cwd_reads.push(path);
+                } else {
+                    ro.entry(path).or_insert(why);
+                }
+            }
+            Access::Write | Access::Mkdir => {
+                if !o.writable.iter().any(|w| path.starts_with(w)) {
+                    // The sandbox's own /tmp is not the host's: a write
+                    // there counts only where the host has the directory.
+                    let parent = path.parent().unwrap_or(Path::new("/"));
+                    let host_dir = parent != Path::new("/tmp") && (o.exists)(parent);
+                    if !path.starts_with("/tmp") || host_dir {
+                        f.refused_writes.push(path);
+                    }
+                    continue;
+                }
+                let parent = path.parent().unwrap_or(&path).to_path_buf();
+                let file_in_place = p.access == Access::Write && (o.exists)(&path);
+                let target = if parent == o.cwd && file_in_place {
+                    path.clone()
+                } else {
+                    parent
+                };
+                let why = format!("{} {}", shown(&path, o.cwd), why);
+                if target == o.cwd {
+                    f.cwd_rw.get_or_insert(why);
+                } else {
+                    rw.entry(target).or_insert(why);
+                }
+            }
+        }
+    }
+    // A writable directory covers what lies below it.
+    let dirs: Vec<PathBuf> = rw.keys().cloned().collect();
+    let covered = |p: &Path, own: bool| {
+        dirs.iter().any(|d| p.starts_with(d) && (!own || p != d))
+            || (f.cwd_rw.is_some() && p.starts_with(o.cwd))
+    };
+    f.read_write = rw
+        .iter()
+        .filter(|(p, _)| !covered(p, true))
+        .map(|(p, why)| Grant {
+            path: p.clone(),
+            why: why.clone(),
+        })
+        .collect();
+    f.read_only = ro
+        .into_iter()
+        .filter(|(p, _)| !covered(p, false))
+        .map(|(path, why)| Grant { path, why })
+        .collect();
+    f.cwd_reads.sort();
+    f.cwd_reads.dedup();
+    f.refused_writes.sort();
+    f.refused_writes.dedup();
+    f
+}
+
+/// A path relative to the working directory when it is inside it.
+fn shown(path: &Path, cwd: &Path) -> String {
+    match path.strip_prefix(cwd) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// A TOML string (JSON's escapes are TOML's).
+fn q(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+const MIB: u64 = 1 << 20;
+
+/// The profile text.
+pub fn profile(o: &Observed<'_>) -> (String, Files) {
+    let f = files(o);
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# Written by `cordon learn` from one observed run of:\n#   {}\n\
+         # It allows what that run used, with headroom on limits, and nothing else.\n\
+         # Review it before use: a run that takes another path needs more.",
+        o.command.join(" ")
+    );
+    t.push_str("extends = \"untrusted\"\n\n[filesystem]\n");
+    let cwd_line = match &f.cwd_rw {
+        Some(why) => format!("cwd = \"rw\"  # the working directory, written: {why}"),
+        None => {
+            let names: Vec<String> = f
+                .cwd_reads
+                .iter()
+                .take(4)
+                .map(|p| shown(p, o.cwd))
+                .collect();
+            let more = f.cwd_reads.len().saturating_sub(names.len());
+            let also = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            if f.cwd_reads.is_empty() {
+                "cwd = \"ro\"  # the working directory (nothing in it was opened)".to_owned()
+            } else {
+                format!(
+                    "cwd = \"ro\"  # the working directory, read: {}{also}",
+                    names.join(", ")
+                )
+            }
+        }
+    };
+    t.push_str(&cwd_line);
+    t.push('\n');
+    for (key, list) in [("read_only", &f.read_only), ("read_write", &f.read_write)] {
+        let _ = writeln!(t, "{key} = [");
+        for g in list {
+            let _ = writeln!(t, "    {},  # {}", q(&g.path.display().to_string()), g.why);
+        }
+        t.push_str("]\n");
+    }
+    for p in &f.refused_writes {
+        let _ = writeln!(
+            t,
+            "# not granted: {} was written but was not writable while learning (learn again with --rw)",
+            p.display()
+        );
+    }
+
+    t.push_str("\n[limits]\n");
+    let wall = o.wall.as_secs_f64();
+    let timeout = (wall * 3.0).ceil().max(10.0) as u64;
+    let _ = writeln!(
+        t,
+        "timeout = \"{timeout}s\"  # the run took {wall:.2} s; x3, at least 10 s\n\
+         cpu_time = \"{timeout}s\"  # no more CPU than wall-clock time"
+    );
+    match o.peak_memory {
+        Some(peak) => {
+            let mib = (peak * 2).div_ceil(MIB).max(64);
+            let _ = writeln!(
+                t,
+                "memory = \"{mib}MiB\"  # peak {:.1} MiB; x2, at least 64 MiB",
+                peak as f64 / MIB as f64
+            );
+        }
+        None => t.push_str("# memory: not measured on this host; the preset's limit applies\n"),
+    }
+    let pids = (o.processes * 4).max(32);
+    let _ = writeln!(
+        t,
+        "pids = {pids}  # {} process(es) seen opening or executing files (threads not counted); x4, at least 32",
+        o.processes
+    );
+
+    t.push_str("\n[network]\n");
+    if o.hosts.is_empty() {
+        t.push_str("mode = \"none\"  # no connection was made\n");
+    } else {
+        t.push_str("mode = \"proxy\"\nallow = [\n");
+        for ((host, port), n) in &o.hosts {
+            let pattern = if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            };
+            let _ = writeln!(t, "    {},  # {n} connection(s)", q(&pattern));
+        }
+        t.push_str("]\n");
+    }
+    for ((host, port), why) in &o.refused_hosts {
+        let _ = writeln!(
+            t,
+            "# not granted: {host}:{port} was refused while learning ({why})"
+        );
+    }
+    (t, f)
+}
+
+/// Proxy attempts by (host, port): how many were allowed, and why the
+/// others were refused.
+pub type Hosts = (
+    BTreeMap<(String, u16), u64>,
+    BTreeMap<(String, u16), String>,
+);
+
+pub fn hosts(events: &[cordon_egress::EgressEvent]) -> Hosts {
+    let mut allowed = BTreeMap::new();
+    let mut refused = BTreeMap::new();
+    for e in events.iter().filter(|e| !e.host.is_empty()) {
+        let key = (e.host.clone(), e.port);
+        match e.decision {
+            cordon_egress::Decision::Allow => *allowed.entry(key).or_insert(0) += 1,
+            cordon_egress::Decision::Deny => {
+                refused.entry(key).or_insert_with(|| e.rule.clone());
+            }
+        }
+    }
+    refused.retain(|k, _| !allowed.contains_key(k));
+    (allowed, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn seen(path: &str, access: Access) -> ObservedPath {
+        ObservedPath {
+            path: path.into(),
+            access,
+            syscall: "openat".into(),
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn grants_only_what_the_sandbox_lacks_with_a_reason_each() {
+        let paths = vec![
+            seen("/usr/lib/python3/os.py", Access::Read),
+            seen("/etc/ld.so.cache", Access::Read),
+            seen("/etc/myapp.conf", Access::Read),
+            seen("/proc/self/status", Access::Read),
+            seen("/w/tool.py", Access::Read),
+            seen("/w/data/in.csv", Access::Read),
+            seen("/w/missing.py", Access::Read),
+            seen("/w/out/result.json", Access::Write),
+            seen("/w/out/more.json", Access::Write),
+            seen("/opt/bin/helper", Access::Exec),
+            seen("/tmp/scratch", Access::Write),
+            seen("/srv/elsewhere/x", Access::Write),
+        ];
+        let exists = |p: &Path| !p.ends_with("missing.py") && !p.starts_with("/tmp");
+        let mut hosts = BTreeMap::new();
+        hosts.insert(("api.test".to_owned(), 443), 2);
+        let o = Observed {
+            command: &["python3".into(), "tool.py".into()],
+            cwd: Path::new("/w"),
+            writable: &[PathBuf::from("/w")],
+            paths: &paths,
+            hosts,
+            refused_hosts: BTreeMap::from([(
+                ("10.0.0.1".to_owned(), 80),
+                "private-address 10.0.0.1".to_owned(),
+            )]),
+            wall: Duration::from_millis(1500),
+            peak_memory: Some(20 * MIB),
+            processes: 1,
+            exists: &exists,
+        };
+        let (text, f) = profile(&o);
+        assert_eq!(
+            f.read_only
+                .iter()
+                .map(|g| g.path.clone())
+                .collect::<Vec<_>>(),
+            vec![PathBuf::from("/etc/myapp.conf"), "/opt/bin/helper".into()]
+        );
+        assert_eq!(
+            f.read_write
+                .iter()
+                .map(|g| g.path.clone())
+                .collect::<Vec<_>>(),
+            vec![PathBuf::from("/w/out")]
+        );
+        assert_eq!(f.refused_writes, vec![PathBuf::from("/srv/elsewhere/x")]);
+        assert!(
+            text.contains("\"/w/out\",  # out/result.json written (openat)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cwd = \"ro\"  # the working directory, read: data/in.csv, tool.py"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"api.test:443\",  # 2 connection(s)"),
+            "{text}"
+        );
+        assert!(text.contains("timeout = \"10s\""), "{text}");
+        assert!(
+            text.contains(
+                "# not granted: 10.0.0.1:80 was refused while learning (private-address 10.0.0.1)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("memory = \"64MiB\""), "{text}");
+        let p = cordon_policy::Profile::from_toml_str(&text, "learned.toml").expect("loads");
+        assert_eq!(p.filesystem.read_write, vec![PathBuf::from("/w/out")]);
+        assert_eq!(p.network.allow.len(), 1);
+    }
+}
