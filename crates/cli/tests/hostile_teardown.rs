@@ -244,11 +244,31 @@ fn mount_table() -> Vec<String> {
         .collect()
 }
 
-/// Host processes in the mount namespace `ns` (`mnt:[N]`), and host
-/// processes holding a descriptor to it: either keeps its mounts alive.
-/// Processes the test may not inspect are not counted (a sandbox's are
-/// always inspectable by the user who started it).
-fn holders_of_mount_namespace(ns: &str) -> Vec<String> {
+/// The unique id of the mount namespace `path` names (`NS_GET_MNTNS_ID`,
+/// Linux 6.8+). Unlike the inode number in `mnt:[N]`, which the kernel
+/// hands to the next namespace as soon as one dies, it is never reused.
+/// None where the kernel lacks it.
+fn mount_namespace_id(path: &Path) -> Option<u64> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl, os, struct, sys\n\
+             fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+             print(struct.unpack('Q', fcntl.ioctl(fd, 0x8008b705, bytes(8)))[0])",
+        ])
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// Host processes in the mount namespace `ns` (`mnt:[N]`, with the unique
+/// id `id` where the kernel has one), and host processes holding a
+/// descriptor to it: either keeps its mounts alive. Processes the test
+/// may not inspect are not counted (a sandbox's are always inspectable by
+/// the user who started it).
+fn holders_of_mount_namespace(ns: &str, id: Option<u64>) -> Vec<String> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -258,12 +278,11 @@ fn holders_of_mount_namespace(ns: &str) -> Vec<String> {
         if !pid.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let link = |p: std::path::PathBuf| {
-            std::fs::read_link(p)
-                .map(|l| l.to_string_lossy().into_owned())
-                .unwrap_or_default()
+        let same = |p: std::path::PathBuf| {
+            std::fs::read_link(&p).is_ok_and(|l| l.to_string_lossy() == ns)
+                && (id.is_none() || mount_namespace_id(&p) == id)
         };
-        if link(e.path().join("ns/mnt")) == ns {
+        if same(e.path().join("ns/mnt")) {
             found.push(format!("pid {pid} is in it"));
         }
         for fd in std::fs::read_dir(e.path().join("fd"))
@@ -271,7 +290,7 @@ fn holders_of_mount_namespace(ns: &str) -> Vec<String> {
             .flatten()
             .flatten()
         {
-            if link(fd.path()) == ns {
+            if same(fd.path()) {
                 found.push(format!("pid {pid} holds it as fd {:?}", fd.file_name()));
             }
         }
@@ -316,12 +335,13 @@ fn no_mounts_left() {
         .expect("namespace");
     // The witness: while the sandbox runs, its namespace and binds are
     // there to be seen.
-    let holders = holders_of_mount_namespace(&ns);
+    let holders = holders_of_mount_namespace(&ns, None);
     assert!(
         !holders.is_empty(),
         "the sandbox's namespace {ns} not found"
     );
     let pid: String = holders[0].split(' ').nth(1).expect("pid").to_owned();
+    let id = mount_namespace_id(&Path::new("/proc").join(&pid).join("ns/mnt"));
     let inside = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
     let data = w.path().join("data").to_string_lossy().into_owned();
     assert!(
@@ -331,7 +351,7 @@ fn no_mounts_left() {
     std::fs::write(w.path().join("out/go"), "").expect("go");
     let o = run.finish();
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let holders = holders_of_mount_namespace(&ns);
+    let holders = holders_of_mount_namespace(&ns, id);
     assert!(
         holders.is_empty(),
         "the sandbox's mount namespace {ns} outlived it: {holders:?}"
