@@ -30,8 +30,9 @@ attempt("unshare", unshare)
 #[test]
 fn landlock_seccomp_and_rlimits_hold_without_namespaces() {
     // Left by an earlier run only if Landlock failed then; this run must
-    // not make it again.
+    // not make them again.
     let _ = std::fs::remove_file("/tmp/cordon-proc-escape");
+    let _ = std::fs::remove_file("/usr/cordon-proc-x");
     let w = Workdir::new();
     let code = format!("{PY_ATTEMPT}{PROBE}");
     let o = w.run(
