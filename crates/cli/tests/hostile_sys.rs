@@ -350,3 +350,61 @@ fn refused_calls_reach_the_supervisor_as_evidence() {
         o.stderr
     );
 }
+
+/// The probe with `layers` turned off (the test switch of debug builds).
+fn probe_without(layers: &str, section: &str) -> Outcome {
+    let w = Workdir::new();
+    let bin = w.compile_c("probe", PROBE);
+    w.run_without(
+        layers,
+        &["--stdin", "inherit"],
+        &[bin.to_str().expect("utf8"), section],
+    )
+}
+
+/// Layer: the capabilities the workload lacks, alone. It is uid 1000
+/// inside, not root, so it holds none after exec: with the filter off,
+/// mount, umount, pivot_root, chroot, the new mount API and sethostname
+/// still fail with EPERM. (The filter alone is proven by
+/// `hostile_seccomp_table`, which requires every call in `denied_calls`.)
+#[test]
+fn mounts_and_hostname_are_refused_for_lack_of_capabilities_alone() {
+    if ready() {
+        return;
+    }
+    let o = probe_without("seccomp", "mount");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_errno(
+        &o,
+        &["mount", "remount", "umount", "pivot_root", "chroot"],
+        libc::EPERM,
+    );
+    let o = probe_without("seccomp", "newmount");
+    assert_errno(
+        &o,
+        &["fsopen", "open_tree", "move_mount", "fspick"],
+        libc::EPERM,
+    );
+    let o = probe_without("seccomp", "hostname");
+    assert_errno(&o, &["sethostname"], libc::EPERM);
+    assert!(o.stdout.contains("hostname=cordon\n"), "{}", o.stdout);
+}
+
+/// Layer: `user.max_user_namespaces = 0` in the sandbox's own user
+/// namespace, alone: with the filter off, a nested user namespace is
+/// refused with ENOSPC (by unshare and by clone); the other namespaces
+/// with EPERM for lack of CAP_SYS_ADMIN.
+#[test]
+fn nested_user_namespaces_are_refused_by_the_namespace_limit_alone() {
+    if ready() {
+        return;
+    }
+    let o = probe_without("seccomp", "userns");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_errno(&o, &["unshare_user", "clone_newuser"], libc::ENOSPC);
+    assert_errno(
+        &o,
+        &["unshare_net", "unshare_mnt", "clone_newpid"],
+        libc::EPERM,
+    );
+}
