@@ -36,6 +36,16 @@ fn host_secret_files_do_not_exist_inside() {
         "host paths visible: {}",
         o.stdout
     );
+    // Control: without the fresh root (the `process` level, where Landlock
+    // refuses reads but not a look at what exists) the probe sees them.
+    let control = w.sh(&["--isolation", "process"], &script);
+    assert!(
+        control.stdout.contains("VISIBLE /etc/shadow")
+            || !std::path::Path::new("/etc/shadow").exists(),
+        "control: the probe must see host files without the fresh root: {}{}",
+        control.stdout,
+        control.stderr
+    );
     // The synthesized passwd names only the sandbox's users.
     assert!(o.stdout.contains("sandbox:x:1000"), "{}", o.stdout);
     let host_users = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
@@ -362,6 +372,18 @@ fn host_processes_are_invisible_in_proc() {
         &[],
         "ls /proc | grep -c '^[0-9]'; cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' '",
     );
+    // Control: without the PID namespace (the `process` level, with
+    // Landlock, which guards /proc there, off) the same probe sees the
+    // host's process.
+    let control = w.run_without(
+        "landlock",
+        &["--isolation", "process"],
+        &[
+            "/bin/sh",
+            "-c",
+            "cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' '",
+        ],
+    );
     let _ = sleeper.kill();
     let _ = sleeper.wait();
     let count: u32 = o
@@ -381,6 +403,11 @@ fn host_processes_are_invisible_in_proc() {
         !o.stdout.contains(&mark),
         "host process visible: {}",
         o.stdout
+    );
+    assert!(
+        control.stdout.contains(&mark),
+        "control: the probe must see host processes without the PID namespace: {}",
+        control.stdout
     );
 }
 
