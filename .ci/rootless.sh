@@ -62,6 +62,12 @@ open_path() {
     done
 }
 open_path "$cordon_bin"
+# The static build, when .ci/test.sh made one (tests/static_binary.rs).
+static_env=()
+if [ -n "${CORDON_STATIC_BIN:-}" ]; then
+    open_path "$CORDON_STATIC_BIN"
+    static_env=(CORDON_STATIC_BIN="$CORDON_STATIC_BIN")
+fi
 for entry in "${bins[@]}"; do
     open_path "${entry#* }"
 done
@@ -76,6 +82,10 @@ for entry in "${bins[@]}"; do
     if [ -n "$filter" ] && [[ "$name" != *"$filter"* ]]; then
         continue
     fi
+    if [ "$name" = static_binary ] && [ -z "${CORDON_STATIC_BIN:-}" ]; then
+        echo "$name: not run (CORDON_STATIC_BIN is unset; .ci/test.sh builds the static binary and sets it)"
+        continue
+    fi
     log="$logdir/$name.log"
     # Tests named root_only_* need root by the kernel's design (reading its
     # audit log); they ran in the root pass. Name them, then leave them out.
@@ -87,7 +97,7 @@ for entry in "${bins[@]}"; do
     set +e
     (cd "$repo/crates/cli" && runuser -u "$user" -- env -i \
         HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/local/bin:/usr/bin:/bin \
-        TMPDIR=/tmp CORDON_TESTS_REQUIRE_ALL=1 CARGO_BIN_EXE_cordon="$cordon_bin" \
+        TMPDIR=/tmp CORDON_TESTS_REQUIRE_ALL=1 CARGO_BIN_EXE_cordon="$cordon_bin" "${static_env[@]}" \
         RUST_BACKTRACE=1 "$exe" --test-threads=2 --skip root_only_) >"$log" 2>&1
     rc=$?
     set -e

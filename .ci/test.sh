@@ -11,6 +11,17 @@ if [ "${CI:-}" = "true" ]; then
     export CORDON_TESTS_REQUIRE_ALL=1
 fi
 
+# The static binary (musl; needs the rustup target and musl-gcc from
+# musl-tools for the bundled SQLite and ring): built here, run by
+# crates/cli/tests/static_binary.rs, which fails in CI when it is missing.
+if [ "$(uname -m)" = x86_64 ] && command -v musl-gcc >/dev/null &&
+    rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
+    cargo build --release --locked --target x86_64-unknown-linux-musl
+    export CORDON_STATIC_BIN="$PWD/target/x86_64-unknown-linux-musl/release/cordon"
+else
+    echo "SKIPPED: static build (needs x86_64, 'rustup target add x86_64-unknown-linux-musl' and musl-tools)"
+fi
+
 cargo test --workspace --locked
 
 # The proxy's parsers under cargo-fuzz for a short, fixed time (nightly

@@ -135,7 +135,7 @@ fn sysctl_error(l: &UserSysctl, e: &std::io::Error) -> JailError {
 /// The rlimit-counted budgets, lowered with `lower` (never raised).
 pub(crate) fn apply_rlimits(
     b: &KernelBudgets,
-    lower: impl Fn(libc::__rlimit_resource_t, u64) -> std::io::Result<()>,
+    lower: impl Fn(crate::sys::RlimitResource, u64) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     lower(libc::RLIMIT_SIGPENDING, b.queued_signals)?;
     lower(libc::RLIMIT_MSGQUEUE, b.mqueue_bytes)

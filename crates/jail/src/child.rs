@@ -630,7 +630,7 @@ fn landlock_rules_for(ctx: &ChildContext<'_>) -> Vec<PathRule> {
     rules
 }
 
-fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+fn set_rlimit(resource: sys::RlimitResource, soft: u64, hard: u64) -> std::io::Result<()> {
     let lim = libc::rlimit {
         rlim_cur: soft,
         rlim_max: hard,
@@ -643,7 +643,7 @@ fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std:
 }
 
 /// Lower a limit, never raising it above what we were given.
-fn lower_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+fn lower_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
     let mut cur = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -8,6 +8,13 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+/// The resource argument of setrlimit: `__rlimit_resource_t` in glibc,
+/// `c_int` in musl (the static build).
+#[cfg(target_env = "gnu")]
+pub(crate) type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+pub(crate) type RlimitResource = libc::c_int;
+
 /// Result of [`clone_sandbox`]: which side of the clone we are on.
 pub(crate) enum Forked {
     Parent { pid: libc::pid_t, pidfd: OwnedFd },
@@ -406,11 +413,11 @@ pub(crate) fn loopback_up() -> io::Result<()> {
     }
     // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the `ifreq` we own.
     unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) == -1 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) == -1 {
             return Err(io::Error::last_os_error());
         }
         req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) == -1 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) == -1 {
             return Err(io::Error::last_os_error());
         }
     }
