@@ -1,11 +1,13 @@
 //! Files in writable paths that the caller's own tools run on their own
 //! after the sandbox is gone: a git repository's config and hooks (the next
 //! `git status` runs `core.fsmonitor`, `git commit` runs the hooks), editor
-//! task and settings directories, hook-manager configs. cordon binds the
-//! ones that exist read-only and pins every directory on the way to them
-//! (a mount point cannot be renamed or removed, so the workload cannot
-//! move `.git` aside and put its own in its place). What does not exist
-//! yet cannot be bound; it is watched and named after the run.
+//! task and settings directories, hook-manager configs, and when the home
+//! directory is writable, its shell, git, ssh and session start-up files.
+//! cordon binds the ones that exist read-only and pins every directory on
+//! the way to them (a mount point cannot be renamed or removed, so the
+//! workload cannot move `.git` aside and put its own in its place). What
+//! does not exist yet cannot be bound; it is watched and named after the
+//! run.
 //!
 //! See docs/threat-model.md ("Writes the host acts on later") for the
 //! decision on every file and what remains.
@@ -33,6 +35,40 @@ const WORK_TREE_FILES: &[&str] = &[
     "lefthook.yaml",
     ".lefthook.yaml",
     ".overcommit.yml",
+];
+
+/// In the caller's home, when a writable path holds it: what a shell,
+/// git, ssh, an editor or the desktop session runs on its own next time
+/// (`.local/bin` and `bin` come early on many PATHs, so a `git` dropped
+/// there runs instead of the real one).
+const HOME_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".config/fish",
+    ".gitconfig",
+    ".config/git",
+    ".ssh",
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".pam_environment",
+    ".xprofile",
+    ".xsessionrc",
+    ".xinitrc",
+    ".vimrc",
+    ".config/nvim",
+    ".emacs",
+    ".emacs.d",
+    ".local/bin",
+    "bin",
 ];
 
 /// How deep below a writable path repositories are looked for, and how
@@ -84,6 +120,15 @@ pub fn find(binds: &[Bind], home: &Path) -> HostTools {
             .is_some_and(|o| o.path == b.path && o.writable)
         {
             f.walk(&b.path);
+        }
+    }
+    if binds
+        .iter()
+        .any(|b| b.writable && home.starts_with(&b.path) && home != Path::new("/"))
+        && f.writable(home)
+    {
+        for name in HOME_FILES {
+            f.protect_or_watch(&home.join(name));
         }
     }
     f.out.pinned = f.pins.into_iter().collect();

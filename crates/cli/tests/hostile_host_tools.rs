@@ -335,3 +335,84 @@ fn what_cannot_be_bound_is_named_after_the_run() {
     );
     assert!(o.stdout.contains("COMMITTED"), "{} {}", o.stdout, o.stderr);
 }
+
+/// With the home directory writable: plant a git config that every host
+/// repository obeys, shell and ssh start-up files, and a `git` early on
+/// the PATH. Returns the markers the host's git left and the run.
+fn plant_in_home(protect: bool) -> (Vec<String>, Outcome, Fixture) {
+    let f = Fixture::new();
+    std::fs::write(f.home.join(".bashrc"), "# rc\n").unwrap();
+    std::fs::write(f.home.join(".gitconfig"), "[user]\n\tname = t\n").unwrap();
+    std::fs::create_dir(f.home.join(".ssh")).unwrap();
+    std::fs::write(f.home.join(".ssh/authorized_keys"), "").unwrap();
+    let profile = f.repo.parent().unwrap().join("p.toml");
+    std::fs::write(
+        &profile,
+        format!("[filesystem]\nprotect_host_tools = {protect}\n"),
+    )
+    .unwrap();
+    let script = r#"
+        cd "$HOME"
+        printf '[core]\n\tfsmonitor = "touch %s/home-gitconfig; false"\n' "$M" >> .gitconfig || echo "REFUSED gitconfig"
+        echo 'touch /tmp/x' >> .bashrc || echo "REFUSED bashrc"
+        echo 'ssh-ed25519 AAAA planted' >> .ssh/authorized_keys || echo "REFUSED ssh"
+        mv .ssh .ssh-aside 2>/dev/null || echo "REFUSED ssh-move"
+        mkdir -p .local/bin && printf '#!/bin/sh\n' > .local/bin/git
+        exit 0"#;
+    let w = Workdir::new();
+    let m = format!("M={}", f.markers.display());
+    let home = f.home.to_str().unwrap().to_owned();
+    let o = w.run_with(
+        &[
+            "--profile",
+            profile.to_str().unwrap(),
+            "--rw",
+            &home,
+            "--setenv",
+            &m,
+            "--setenv",
+            &format!("HOME={home}"),
+        ],
+        &["/bin/sh", "-c", script],
+        |c| {
+            c.env("HOME", &home);
+        },
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let _ = git(&f.repo, &f.home, &["status"]);
+    let markers = f.markers();
+    (markers, o, f)
+}
+
+#[test]
+fn a_writable_home_keeps_its_start_up_files() {
+    if ready() {
+        return;
+    }
+    let (markers, o, f) = plant_in_home(true);
+    assert!(markers.is_empty(), "{markers:?}");
+    for what in ["gitconfig", "bashrc", "ssh", "ssh-move"] {
+        assert!(
+            o.stdout.contains(&format!("REFUSED {what}\n")),
+            "{what}: {}",
+            o.stdout
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.home.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    // What did not exist is named after the run.
+    let bin = f.home.join(".local/bin").display().to_string();
+    assert!(
+        o.stderr
+            .contains(&format!("warning: the run created {bin},")),
+        "{}",
+        o.stderr
+    );
+
+    // Control: without the protection the same plant reaches the host's git.
+    let (markers, o, _f) = plant_in_home(false);
+    assert_eq!(markers, vec!["home-gitconfig".to_string()], "{}", o.stdout);
+    assert!(!o.stdout.contains("REFUSED"), "{}", o.stdout);
+}
