@@ -263,11 +263,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let redactor = cordon_scan::Redactor::with_values(&values);
 
     let run_id = cordon_audit::new_run_id();
+    let audit_path = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, &profile)?;
     let staging = match &args.stage {
-        Some(dir) => Some(stage_cmd::prepare(dir, &run_id, &args.command, &mut spec)?),
+        Some(dir) => Some(stage_cmd::prepare(
+            dir,
+            &run_id,
+            &args.command,
+            &mut spec,
+            &profile,
+            audit_path.clone(),
+        )?),
         None => None,
     };
-    let audit_path = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, &profile)?;
     let recorder = Arc::new(egress_bridge::Recorder::new(args.net_log.as_deref())?);
     let mut hooks = RunHooks {
         identity: identity.clone(),

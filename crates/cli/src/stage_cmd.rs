@@ -3,17 +3,11 @@
 //! promote_cmd.rs).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
 use cordon_stage::{ChangeSet, Kind, Op, Policy, Stage, Store};
 use serde::Serialize;
-
-/// Staged runs older than this are removed when a new one starts.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// A run whose upper layer grows past this is discarded when it ends.
-pub const DEFAULT_SIZE_CAP: u64 = 1 << 30;
 
 /// The stage store of this user.
 pub fn store() -> anyhow::Result<Store> {
@@ -28,6 +22,8 @@ pub fn store() -> anyhow::Result<Store> {
 pub struct Staging {
     pub stage: Stage,
     size_cap: u64,
+    /// Where auto-promotions are recorded.
+    audit: Option<PathBuf>,
 }
 
 /// What the report and stderr say about a staged run.
@@ -46,6 +42,11 @@ pub struct StageReport {
     /// Why the changes were not kept, if they were not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discarded: Option<String>,
+    /// Changes promoted when the run ended (`[stage] auto` globs).
+    pub auto_promoted: usize,
+    /// Why the auto-promotion did not happen, if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_error: Option<String>,
     /// The command that shows the changes.
     pub review: String,
 }
@@ -56,6 +57,8 @@ pub fn prepare(
     run_id: &str,
     command: &[String],
     spec: &mut cordon_jail::Spec,
+    profile: &cordon_policy::Profile,
+    audit: Option<PathBuf>,
 ) -> anyhow::Result<Staging> {
     if spec.isolation.level != cordon_jail::IsolationLevel::Namespaces {
         bail!("--stage needs the namespaces isolation level (an overlay in the sandbox's own mount namespace); the process level cannot stage writes");
@@ -80,10 +83,11 @@ pub fn prepare(
             store.root().display()
         );
     }
+    let policy = policy_of(&profile.stage)?;
     // Bounded: old stages go when a new one starts.
-    let _ = store.prune(DEFAULT_MAX_AGE);
+    let _ = store.prune(profile.stage.keep.as_duration());
     let stage = store
-        .create(run_id, &canonical, command.to_vec(), Policy::default())
+        .create(run_id, &canonical, command.to_vec(), policy)
         .map_err(|e| anyhow::anyhow!("cannot create the stage: {e}"))?;
     spec.staged.push(cordon_jail::StagedBind {
         lower: canonical,
@@ -92,8 +96,24 @@ pub fn prepare(
     });
     Ok(Staging {
         stage,
-        size_cap: DEFAULT_SIZE_CAP,
+        size_cap: profile.stage.max_size.0,
+        audit,
     })
+}
+
+/// The built-in promotion rules plus the profile's `[stage]` globs.
+fn policy_of(s: &cordon_policy::Stage) -> anyhow::Result<Policy> {
+    for (key, list) in [("refuse", &s.refuse), ("ask", &s.ask), ("auto", &s.auto)] {
+        if let Some(bad) = list.iter().find(|g| !cordon_stage::valid_glob(g)) {
+            bail!("stage.{key}: '{bad}' is not a valid glob (use * within a name, ** across directories)");
+        }
+    }
+    Ok(Policy::with_globs(
+        &s.refuse,
+        &s.ask,
+        &s.auto,
+        Some(s.max_file_size.0),
+    ))
 }
 
 impl Staging {
@@ -114,6 +134,8 @@ impl Staging {
             hash: String::new(),
             upper: self.stage.upper(),
             discarded: None,
+            auto_promoted: 0,
+            auto_error: None,
             review: format!("cordon changes {id}"),
         };
         let size = self.stage.upper_bytes();
@@ -129,8 +151,46 @@ impl Staging {
             .map_err(|e| anyhow::anyhow!("cannot read the staged changes: {e}"))?;
         self.stage.save_changes(&set)?;
         report.changes = set.entries.len();
-        report.hash = set.hash;
+        report.hash = set.hash.clone();
+        match self.auto_promote(&set) {
+            Ok(n) => report.auto_promoted = n,
+            Err(e) => report.auto_error = Some(format!("{e:#}")),
+        }
+        report.changes -= report.auto_promoted;
+        if report.changes == 0 && report.auto_promoted > 0 {
+            self.stage.remove()?;
+        }
         Ok(report)
+    }
+
+    /// Promote the entries only `auto` rules match (with the new
+    /// directories above them), all or nothing.
+    fn auto_promote(&self, set: &ChangeSet) -> anyhow::Result<usize> {
+        let policy = &self.stage.meta.policy;
+        let paths: Vec<String> = set
+            .entries
+            .iter()
+            .filter(|e| {
+                e.unsafe_reason.is_none()
+                    && policy.decide(e).action == Some(cordon_stage::Action::Auto)
+            })
+            .map(|e| e.path.clone())
+            .collect();
+        if paths.is_empty() {
+            return Ok(0);
+        }
+        let sel = cordon_stage::Selection {
+            paths,
+            allow: Vec::new(),
+        };
+        let (chosen, allowed) = cordon_stage::choose(&self.stage, set, &sel, &mut |_, _| false)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let done = cordon_stage::promote(&self.stage, chosen, allowed)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(path) = &self.audit {
+            record(path, &self.stage, &set.hash, &done)?;
+        }
+        Ok(done.entries.len())
     }
 }
 
@@ -144,6 +204,18 @@ impl StageReport {
                 self.path.display()
             );
         }
+        let auto = match (&self.auto_error, self.auto_promoted) {
+            (Some(e), _) => format!("cordon: auto-promotion of {} refused: {e}\n", self.run_id),
+            (None, 0) => String::new(),
+            (None, n) => format!(
+                "cordon: {n} change(s) promoted to {} by the profile's [stage] auto rules\n",
+                self.path.display()
+            ),
+        };
+        auto + &self.summary()
+    }
+
+    fn summary(&self) -> String {
         if self.changes == 0 {
             return format!(
                 "cordon: staged run {}: no changes to {} (drop it: cordon discard {})",

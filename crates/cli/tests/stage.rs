@@ -617,3 +617,130 @@ fn policy_refuses_a_git_hooks_write() {
         "{body}"
     );
 }
+
+impl Fixture {
+    /// `cordon run --profile PROFILE --stage repo -- sh -c script`.
+    fn staged_with_profile(&self, profile: &str, script: &str) -> (common::Outcome, String) {
+        let path = self.work.write("stage-profile.toml", profile);
+        let path = path.display().to_string();
+        let repo = self.repo.display().to_string();
+        let state = self.state.path().to_path_buf();
+        let audit = self.state.path().join("cordon/audit.db");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let o = self.work.run_with(
+            &[
+                "--profile",
+                &path,
+                "--stage",
+                &repo,
+                "--audit",
+                audit.to_str().unwrap(),
+            ],
+            &["sh", "-c", &format!("cd '{repo}' && {script}")],
+            |c| {
+                c.env("XDG_STATE_HOME", &state);
+            },
+        );
+        let id = o.report["stage"]["run_id"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        (o, id)
+    }
+}
+
+/// Layer: the profile's `[stage]` rules. `auto` globs are promoted when the
+/// run ends (and recorded), `refuse` globs are held back naming the rule,
+/// everything else waits for `promote`.
+#[test]
+fn profile_stage_rules_auto_promote_and_refuse() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("docs/old.md", "old\n", 0o644);
+    let (o, id) = f.staged_with_profile(
+        "[stage]\nauto = [\"docs/*.md\"]\nrefuse = [\"private/**\"]\n",
+        "echo new > docs/new.md && mkdir private && echo k > private/key && echo o > other.txt",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.report["stage"]["auto_promoted"], 1,
+        "{}",
+        o.report["stage"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("docs/new.md")).unwrap(),
+        "new\n"
+    );
+    assert!(!f.repo.join("other.txt").exists() && !f.repo.join("private").exists());
+    assert!(o.stderr.contains("promoted to"), "{}", o.stderr);
+    let records = f.promotions();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0]["body"]["entries"],
+        serde_json::json!(["added docs/new.md"])
+    );
+
+    let listing = f.cordon(&["changes", &id]);
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(
+        listing.contains("private/key  ") && listing.contains("[refused: profile-refuse]"),
+        "{listing}"
+    );
+    assert!(!listing.contains("docs/new.md"), "{listing}");
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125);
+    assert!(err.contains("--allow profile-refuse"), "{err}");
+    let (code, err) = f.promote(&id, &["other.txt"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(f.repo.join("other.txt").exists());
+}
+
+/// Bounded: a run whose staged changes pass `[stage] max_size` is discarded
+/// when it ends (the host tree untouched), and staged runs older than
+/// `keep` are removed when the next one starts.
+#[test]
+fn staged_changes_are_bounded_by_size_and_age() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("a.txt", "a\n", 0o644);
+    let before = snapshot(&f.repo);
+    let (o, id) = f.staged_with_profile(
+        "[stage]\nmax_size = \"64KiB\"\n",
+        "head -c 200000 /dev/zero > big.bin",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.report["stage"]["discarded"]
+            .as_str()
+            .unwrap_or("")
+            .contains("over the cap"),
+        "{}",
+        o.report
+    );
+    assert!(o.stderr.contains("discarded"), "{}", o.stderr);
+    assert_eq!(f.cordon(&["changes", &id]).status.code(), Some(125));
+    assert_eq!(snapshot(&f.repo), before);
+
+    let (o, old) = f.staged("echo x > b.txt");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let meta = f
+        .state
+        .path()
+        .join("cordon/stage")
+        .join(&old)
+        .join("meta.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    m["created_unix"] = Value::from(1_000_000u64);
+    std::fs::write(&meta, m.to_string()).unwrap();
+    let (o, _) = f.staged_with_profile("[stage]\nkeep = \"1h\"\n", "true");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        f.cordon(&["changes", &old]).status.code(),
+        Some(125),
+        "the old stage was removed"
+    );
+}

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{
     Audit, CwdAccess, Env, Filesystem, HttpMethod, InjectAt, Isolation, IsolationLevel, Limits,
     Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit, Secret, SecretSource,
-    Syscalls, TrustLevel,
+    Stage, Syscalls, TrustLevel,
 };
 use crate::units::{ByteSize, DurationSpec};
 
@@ -42,6 +42,8 @@ pub struct ProfileFile {
     pub network: Option<NetworkFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageFile>,
     /// Credentials the sandbox sees only as placeholders; the egress proxy
     /// substitutes the real value on requests to the bound hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,6 +236,31 @@ pub struct AuditFile {
     pub path: Option<PathBuf>,
 }
 
+/// Staged directories (`cordon run --stage DIR`): writes are kept aside
+/// until `cordon promote`. These globs add to the built-in promotion rules.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageFile {
+    /// Paths (globs relative to the staged directory; * stays within a name, ** spans directories) never promoted without --allow profile-refuse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refuse: Option<Vec<String>>,
+    /// Paths promoted only after a yes on a terminal, or with --allow profile-ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<Vec<String>>,
+    /// Paths promoted as soon as the run ends, unless another rule holds them back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<Vec<String>>,
+    /// Files larger than this need a yes (default 10MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_file_size: Option<ByteSize>,
+    /// A run whose staged changes take more than this is discarded when it ends (default 1GiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<ByteSize>,
+    /// Staged runs older than this are removed when a new one starts (default 7d).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<DurationSpec>,
+}
+
 /// Replaces `dst` when `src` is set.
 fn set<T>(dst: &mut T, src: Option<T>) {
     if let Some(v) = src {
@@ -350,6 +377,22 @@ impl ProfileFile {
             let Audit { enabled, path } = &mut p.audit;
             set(enabled, a.enabled);
             set(path, a.path.map(Some));
+        }
+        if let Some(s) = self.stage {
+            let Stage {
+                refuse,
+                ask,
+                auto,
+                max_file_size,
+                max_size,
+                keep,
+            } = &mut p.stage;
+            set(refuse, s.refuse);
+            set(ask, s.ask);
+            set(auto, s.auto);
+            set(max_file_size, s.max_file_size);
+            set(max_size, s.max_size);
+            set(keep, s.keep);
         }
         set(
             &mut p.secrets,

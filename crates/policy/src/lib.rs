@@ -73,7 +73,7 @@ pub use lint::{LintWarning, Severity};
 pub use model::{
     Audit, CwdAccess, Env, Filesystem, HostDecision, HttpMethod, InjectAt, Isolation,
     IsolationLevel, Limits, Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit,
-    Secret, SecretSource, Syscalls, TrustLevel,
+    Secret, SecretSource, Stage, Syscalls, TrustLevel,
 };
 pub use overrides::Overrides;
 pub use paths::{normalize, resolve_path};

@@ -308,6 +308,8 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         "filesystem.cwd" => "expected one of: ro, rw, none".into(),
         "filesystem.read_only" | "filesystem.read_write" => PATHS.into(),
         "filesystem.tmp_size"
+        | "stage.max_file_size"
+        | "stage.max_size"
         | "limits.memory"
         | "limits.file_size"
         | "limits.output"
@@ -322,7 +324,11 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         | "limits.queued_signals"
         | "network.rate_limit.requests" => COUNT.into(),
         "limits" => "a table: [limits] with timeout, cpu_time, memory, pids, open_files, file_size, output, on_output_limit, inotify_instances, inotify_watches, queued_signals, mqueue_bytes".into(),
-        "limits.timeout" | "limits.cpu_time" | "network.rate_limit.per" | "secrets.ttl" => {
+        "stage" => "a table: [stage] with refuse, ask, auto, max_file_size, max_size, keep".into(),
+        "stage.refuse" | "stage.ask" | "stage.auto" => {
+            "a list of globs relative to the staged directory, e.g. [\".github/**\", \"*.lock\"]".into()
+        }
+        "limits.timeout" | "limits.cpu_time" | "network.rate_limit.per" | "secrets.ttl" | "stage.keep" => {
             DURATION.into()
         }
         "limits.on_output_limit" => "expected one of: truncate, kill".into(),
@@ -368,6 +374,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "syscalls",
             "network",
             "audit",
+            "stage",
             "secrets",
         ],
     ),
@@ -420,6 +427,10 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ("network.rate_limit", &["host", "requests", "bytes", "per"]),
     ("secrets", &["name", "from", "hosts", "inject", "ttl"]),
     ("audit", &["enabled", "path"]),
+    (
+        "stage",
+        &["refuse", "ask", "auto", "max_file_size", "max_size", "keep"],
+    ),
 ];
 
 /// Edit distance counting a swap of neighbours as one edit (optimal string

@@ -189,6 +189,7 @@ pub struct Profile {
     pub syscalls: Syscalls,
     pub network: Network,
     pub audit: Audit,
+    pub stage: Stage,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<Secret>,
 }
@@ -313,6 +314,26 @@ pub struct Audit {
     /// The store; `None` means the audit crate's default location.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
+}
+
+/// `[stage]`: staged directories (`run --stage`) and what their
+/// promotion lets through. The built-in rules (git hooks and config
+/// refused; CI files, shell startup files, new executables and files over
+/// `max_file_size` asked about) always apply; these globs add to them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stage {
+    /// Globs (relative to the staged directory) never promoted without `--allow profile-refuse`.
+    pub refuse: Vec<String>,
+    /// Globs promoted only after a yes on a terminal, or with `--allow profile-ask`.
+    pub ask: Vec<String>,
+    /// Globs promoted as soon as the run ends (unless another rule holds them back).
+    pub auto: Vec<String>,
+    /// Files larger than this need a yes.
+    pub max_file_size: ByteSize,
+    /// A run whose staged changes take more than this is discarded when it ends.
+    pub max_size: ByteSize,
+    /// Staged runs older than this are removed when a new one starts.
+    pub keep: DurationSpec,
 }
 
 /// The outcome of matching a destination against `[network]` rules.

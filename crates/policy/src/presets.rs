@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::model::{
     Audit, CwdAccess, Env, Filesystem, Isolation, IsolationLevel, Limits, Network, NetworkMode,
-    OnOutputLimit, OnUnlisted, Profile, Syscalls, TrustLevel,
+    OnOutputLimit, OnUnlisted, Profile, Stage, Syscalls, TrustLevel,
 };
 use crate::units::{ByteSize, DurationSpec};
 
@@ -158,6 +158,14 @@ pub fn preset(level: TrustLevel) -> Profile {
         audit: Audit {
             enabled: true,
             path: None,
+        },
+        stage: Stage {
+            refuse: Vec::new(),
+            ask: Vec::new(),
+            auto: Vec::new(),
+            max_file_size: ByteSize(10 << 20),
+            max_size: ByteSize(1 << 30),
+            keep: DurationSpec::from(std::time::Duration::from_secs(7 * 24 * 3600)),
         },
         secrets: Vec::new(),
     }
