@@ -130,6 +130,9 @@ pub fn find(binds: &[Bind], home: &Path) -> HostTools {
         for name in HOME_FILES {
             f.protect_or_watch(&home.join(name));
         }
+        for config in [".gitconfig", ".config/git/config"] {
+            f.config_file(&home.join(config), home, 0);
+        }
     }
     f.out.pinned = f.pins.into_iter().collect();
     f.out.read_only = f.ro.into_iter().collect();
@@ -284,9 +287,7 @@ impl Finder<'_> {
         if let Some(common) = read_pointer(&g.join("commondir"), "", g) {
             self.git_dir(&common, None);
         }
-        if let Some(hooks) = hooks_path(&g.join("config"), work_tree.unwrap_or(g), self.home) {
-            self.protect_or_watch(&hooks);
-        }
+        self.config_file(&g.join("config"), work_tree.unwrap_or(g), 0);
         // Submodules' git directories, possibly nested (modules/a/modules/b)
         // and with slashes in their names (modules/libs/x).
         let modules = g.join("modules");
@@ -305,6 +306,21 @@ impl Finder<'_> {
                         self.protect_or_watch(&w.join(name));
                     }
                 }
+            }
+        }
+    }
+
+    /// What a config file points at: its hooks directory and its
+    /// includes (followed a few levels deep, as git does).
+    fn config_file(&mut self, config: &Path, work_tree: &Path, depth: usize) {
+        let refs = config_refs(config, work_tree, self.home);
+        if let Some(hooks) = refs.hooks {
+            self.protect_or_watch(&hooks);
+        }
+        for inc in refs.includes {
+            self.protect_or_watch(&inc);
+            if depth < 4 {
+                self.config_file(&inc, work_tree, depth + 1);
             }
         }
     }
@@ -394,36 +410,54 @@ fn read_pointer(file: &Path, prefix: &str, base: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(base.join(line)).ok()
 }
 
-/// `core.hooksPath` of a config file (the plain forms git writes; an
-/// include that sets it is not followed), resolved as git does: `~/` is
-/// the home, a relative path is relative to the work tree.
-fn hooks_path(config: &Path, work_tree: &Path, home: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(config).ok()?;
-    let mut in_core = false;
-    let mut found = None;
+/// What a git config file points at: `core.hooksPath` (resolved as git
+/// does: `~/` is the home, a relative path is relative to the work tree)
+/// and the files it includes (`include.path`, and `includeIf.*.path`
+/// whatever the condition; relative to the including file). Only the plain
+/// forms git writes are read.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ConfigRefs {
+    hooks: Option<PathBuf>,
+    includes: Vec<PathBuf>,
+}
+
+fn config_refs(config: &Path, work_tree: &Path, home: &Path) -> ConfigRefs {
+    let mut out = ConfigRefs::default();
+    let Ok(text) = std::fs::read_to_string(config) else {
+        return out;
+    };
+    let expand = |value: &str, base: &Path| {
+        let path = match value.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => base.join(value),
+        };
+        cordon_policy::normalize(&path)
+    };
+    let config_dir = config.parent().unwrap_or(Path::new("/"));
+    let mut section = String::new();
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            in_core = line
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .trim()
-                .eq_ignore_ascii_case("core");
+            let name = line.trim_start_matches('[').trim_end_matches(']').trim();
+            section = name
+                .split(|c: char| c.is_whitespace() || c == '"')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
             continue;
         }
         let Some((key, value)) = line.split_once('=') else {
             continue;
         };
-        if in_core && key.trim().eq_ignore_ascii_case("hookspath") {
-            found = Some(value.trim().trim_matches('"').to_owned());
+        let key = key.trim().to_ascii_lowercase();
+        let value = value.trim().trim_matches('"');
+        match (section.as_str(), key.as_str()) {
+            ("core", "hookspath") => out.hooks = Some(expand(value, work_tree)),
+            ("include" | "includeif", "path") => out.includes.push(expand(value, config_dir)),
+            _ => {}
         }
     }
-    let value = found?;
-    let path = match value.strip_prefix("~/") {
-        Some(rest) => home.join(rest),
-        None => work_tree.join(value),
-    };
-    Some(cordon_policy::normalize(&path))
+    out
 }
 
 #[cfg(test)]
@@ -459,6 +493,27 @@ mod tests {
         }
         assert!(t.watched.contains(&root.join("a/b/.githooks")));
         assert!(t.watched.contains(&root.join(".vscode")));
+    }
+
+    #[test]
+    fn config_refs_follow_hooks_path_and_every_include() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("config");
+        std::fs::write(
+            &cfg,
+            "[Core]\n\thooksPath = ~/hooks\n[include]\n\tpath = ../shared.cfg\n\
+             [includeIf \"gitdir:/x/\"]\n\tpath = \"/abs/other.cfg\"\n[user]\n\tpath = no\n",
+        )
+        .unwrap();
+        let refs = config_refs(&cfg, Path::new("/wt"), Path::new("/home/u"));
+        assert_eq!(refs.hooks, Some(PathBuf::from("/home/u/hooks")));
+        assert_eq!(
+            refs.includes,
+            vec![
+                cordon_policy::normalize(&d.path().join("../shared.cfg")),
+                PathBuf::from("/abs/other.cfg")
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Hostile suite, writes the host acts on later: with the repository
 //! writable (`--cwd rw`), the workload plants what the caller's next host
 //! `git status` / `git commit` would run on its own (core.fsmonitor,
-//! core.hooksPath, a hook, a filter driver, a submodule's or a linked
+//! core.hooksPath, a hook, a filter driver, a file the config includes,
+//! a submodule's or a linked
 //! worktree's git directory, a `.git` moved aside and replaced). Then the
 //! test runs the real host git and checks that no marker appeared.
 //!
@@ -100,6 +101,13 @@ impl Fixture {
         );
         git_ok(&repo, &home, &["commit", "-q", "-m", "sub"]);
         git_ok(&repo, &home, &["worktree", "add", "-q", "wt"]);
+        // The caller's own config includes a file from the work tree.
+        std::fs::write(repo.join("shared.gitconfig"), "[user]\n\tname = shared\n").expect("write");
+        git_ok(
+            &repo,
+            &home,
+            &["config", "include.path", "../shared.gitconfig"],
+        );
         std::fs::write(repo.join(".gitignore"), "wt/\n.report.json\n").expect("write");
         git_ok(&repo, &home, &["add", ".gitignore"]);
         git_ok(&repo, &home, &["commit", "-q", "-m", "ignore"]);
@@ -164,6 +172,10 @@ const PLANTS: &[(&str, &str)] = &[
         "filter",
         r#"echo '*.txt filter=evil' > .gitattributes; echo 'edited' >> a.txt;
            printf '[filter "evil"]\n\tclean = "touch %s/filter; cat"\n' "$M" >> .git/config"#,
+    ),
+    (
+        "include",
+        r#"printf '[core]\n\tfsmonitor = "touch %s/include; false"\n' "$M" >> shared.gitconfig"#,
     ),
     (
         "moved-aside",
