@@ -28,6 +28,7 @@ what the run used; writes outside the writable paths are refused while learning 
 not granted.\n\n\
 Examples:\n  cordon learn -o tool.toml -- python3 tool.py\n  \
 cordon run --profile tool.toml -- python3 tool.py\n  \
+cordon learn -o tool.toml --report observed.json -- python3 tool.py\n  \
 cordon learn -o job.toml --rw /srv/out --timeout 2m -- ./job.sh"
 )]
 pub struct LearnArgs {
@@ -41,6 +42,10 @@ pub struct LearnArgs {
     /// (HOST[:PORT]=ADDR); not written into the profile.
     #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress_bridge::parse_resolve)]
     resolve: Vec<(String, cordon_egress::OverrideAddr)>,
+    /// Also write what was observed as JSON: every path with its access,
+    /// every proxy attempt, the outcome (for programs).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Deadline for the learning run.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     timeout: cordon_policy::DurationSpec,
@@ -110,6 +115,19 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
     std::fs::write(&args.output, &text)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
 
+    if let Some(path) = &args.report {
+        let report = serde_json::json!({
+            "cordon_version": env!("CARGO_PKG_VERSION"),
+            "command": &args.command,
+            "cwd": cwd.display().to_string(),
+            "profile": args.output.display().to_string(),
+            "not_granted_writes": &files.refused_writes,
+            "egress": recorder.events(),
+            "outcome": &outcome,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
     eprintln!(
         "cordon learn: wrote {} from {} observed path(s) and {} host(s); the command {}",
         args.output.display(),

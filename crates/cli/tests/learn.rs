@@ -114,6 +114,8 @@ fn a_learned_profile_runs_the_tool_and_refuses_what_it_did_not_do() {
             "learn",
             "-o",
             "tool.toml",
+            "--report",
+            "observed.json",
             "--resolve",
             &resolve,
             "--",
@@ -136,7 +138,28 @@ fn a_learned_profile_runs_the_tool_and_refuses_what_it_did_not_do() {
     assert!(learned.contains("data/input.csv"), "{learned}");
     assert!(learned.contains("mode = \"proxy\""), "{learned}");
     assert!(!learned.contains("other.txt"), "{learned}");
+    // The same, for programs.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(proj.join("observed.json")).unwrap())
+            .unwrap();
+    let observed = report["outcome"]["observed"].as_array().expect("observed");
+    let written = proj.join("out/result.json").display().to_string();
+    assert!(
+        observed
+            .iter()
+            .any(|p| p["path"] == written.as_str() && p["access"] == "write"),
+        "{observed:?}"
+    );
+    assert!(
+        report["egress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["host"] == "api.test"),
+        "{report}"
+    );
     std::fs::remove_file(proj.join("out/result.json")).unwrap();
+    std::fs::remove_file(proj.join("observed.json")).unwrap();
 
     // The learned profile runs the tool.
     let run = |cmd: &[&str]| {
