@@ -396,7 +396,8 @@ pub struct PromoteArgs {
     /// Host paths to promote (a directory: everything under it); none: all.
     paths: Vec<PathBuf>,
     /// Promote entries held back by this policy rule (repeatable): git-hooks,
-    /// git-config, ci, shell-rc, new-executable, large-file, profile-refuse, profile-ask.
+    /// git-config, git-internals, git-repository, host-tools, ci, shell-rc,
+    /// new-executable, large-file, profile-refuse, profile-ask.
     #[arg(long, value_name = "RULE")]
     allow: Vec<String>,
     /// Audit store to record the promotion in (default: ~/.local/state/cordon/audit.db).

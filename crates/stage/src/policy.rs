@@ -68,8 +68,9 @@ fn globs(id: &str, action: Action, patterns: &[&str]) -> Rule {
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 << 20;
 
 impl Default for Policy {
-    /// Refuse git hooks and git config; ask about CI files, shell startup
-    /// files, new executables and files over 10 MiB.
+    /// Refuse git hooks, git config and the git files that redirect them;
+    /// ask about new repositories, editor and hook-manager files, CI files,
+    /// shell startup files, new executables and files over 10 MiB.
     fn default() -> Policy {
         Policy {
             rules: vec![
@@ -87,6 +88,54 @@ impl Default for Policy {
                     "git-config",
                     Action::Refuse,
                     &[".git/config", "**/.git/config"],
+                ),
+                // What else git reads to decide what to run: `commondir`
+                // moves the whole repository (config and hooks) elsewhere;
+                // submodules' and linked worktrees' git directories.
+                globs(
+                    "git-internals",
+                    Action::Refuse,
+                    &[
+                        "**/.git/commondir",
+                        "**/.git/**/commondir",
+                        "**/.git/config.worktree",
+                        "**/.git/**/config.worktree",
+                        "**/.git/info/**",
+                        "**/.git/modules/**/config",
+                        "**/.git/modules/**/hooks/**",
+                        "**/.git/modules/**/info/**",
+                        "**/.git/worktrees/*/gitdir",
+                    ],
+                ),
+                // A `.git` added, removed or replaced: a new repository, or
+                // a pointer (`gitdir: PATH`) to another git directory.
+                globs("git-repository", Action::Ask, &["**/.git"]),
+                // What editors, git hook managers and a home's tools run on
+                // their own (see docs/threat-model.md).
+                globs(
+                    "host-tools",
+                    Action::Ask,
+                    &[
+                        "**/.vscode/**",
+                        "**/.idea/**",
+                        "**/.pre-commit-config.yaml",
+                        "**/.husky/**",
+                        "**/lefthook.yml",
+                        "**/.lefthook.yml",
+                        "**/lefthook.yaml",
+                        "**/.lefthook.yaml",
+                        "**/.overcommit.yml",
+                        "**/.gitconfig",
+                        "**/.config/git/**",
+                        "**/.ssh/**",
+                        "**/.local/bin/**",
+                        "**/.config/autostart/**",
+                        "**/.config/systemd/**",
+                        "**/.vimrc",
+                        "**/.config/nvim/**",
+                        "**/.emacs",
+                        "**/.emacs.d/**",
+                    ],
                 ),
                 globs(
                     "ci",
@@ -283,6 +332,45 @@ mod tests {
             p.decide(&change(".git/objects/ab/cd", 0o444, None)).action,
             None
         );
+    }
+
+    #[test]
+    fn what_host_tools_run_on_their_own_is_never_promoted_silently() {
+        let p = Policy::default();
+        for (path, rule) in [
+            (".git/commondir", "git-internals"),
+            ("sub/.git/commondir", "git-internals"),
+            (".git/info/attributes", "git-internals"),
+            (".git/modules/lib/config", "git-internals"),
+            (".git/modules/a/modules/b/hooks/pre-commit", "git-internals"),
+            (".git/worktrees/wt/commondir", "git-internals"),
+            (".git/worktrees/wt/gitdir", "git-internals"),
+            (".git/config.worktree", "git-internals"),
+            ("sub/.git", "git-repository"),
+            (".vscode/tasks.json", "host-tools"),
+            (".idea/workspace.xml", "host-tools"),
+            (".pre-commit-config.yaml", "host-tools"),
+            (".husky/pre-commit", "host-tools"),
+            ("home/.gitconfig", "host-tools"),
+            (".ssh/authorized_keys", "host-tools"),
+            (".local/bin/git", "host-tools"),
+        ] {
+            let d = p.decide(&change(path, 0o644, None));
+            assert_eq!(d.rules, vec![rule], "{path}");
+            assert!(d.action >= Some(Action::Ask), "{path}");
+        }
+        for path in [
+            ".git/objects/ab/cd",
+            ".git/index",
+            ".git/refs/heads/main",
+            "src/.gitattributes",
+        ] {
+            assert_eq!(
+                p.decide(&change(path, 0o644, Some(0o644))).action,
+                None,
+                "{path}"
+            );
+        }
     }
 
     #[test]
