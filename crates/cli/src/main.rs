@@ -13,6 +13,8 @@ mod learn_cmd;
 mod plan;
 mod profile_cmd;
 mod run_cmd;
+mod scan_bridge;
+mod scan_cmd;
 mod secrets;
 mod stage_cmd;
 
@@ -32,7 +34,7 @@ pub const EXIT_CORDON: u8 = 125;
     long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
                   no network, bounded CPU, memory, processes, disk, time and output, and nothing \
                   left running afterwards.",
-    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon doctor --json"
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +50,8 @@ enum Command {
     Learn(Box<learn_cmd::LearnArgs>),
     /// Show what this host can enforce.
     Doctor(doctor_cmd::DoctorArgs),
+    /// Scan code for dangerous patterns before running it (advisory; the sandbox is the control).
+    Scan(scan_cmd::ScanArgs),
     /// Read, verify and export the audit store.
     Audit(audit_cmd::AuditArgs),
     /// Inspect, check and explain profiles.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Changes(args) => stage_cmd::changes(args),
         Command::Promote(args) => stage_cmd::promote(args),
         Command::Discard(args) => stage_cmd::discard(args),
+        Command::Scan(args) => scan_cmd::run(args),
         Command::Audit(args) => {
             audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))
         }

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{
     Audit, CwdAccess, Env, Filesystem, HttpMethod, InjectAt, Isolation, IsolationLevel, Limits,
-    Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit, Secret, SecretSource,
-    Stage, Syscalls, TrustLevel,
+    Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit, Scan, ScanMode, Secret,
+    SecretSource, Stage, Syscalls, TrustLevel,
 };
 use crate::units::{ByteSize, DurationSpec};
 
@@ -44,6 +44,8 @@ pub struct ProfileFile {
     pub audit: Option<AuditFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<StageFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<ScanFile>,
     /// Credentials the sandbox sees only as placeholders; the egress proxy
     /// substitutes the real value on requests to the bound hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,6 +263,24 @@ pub struct StageFile {
     pub keep: Option<DurationSpec>,
 }
 
+/// The pre-execution scanner: code on the command line and the scripts it
+/// names are scanned before the run (advisory; the sandbox is the control).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScanFile {
+    /// off (default), warn (print findings, run anyway), ask (on a block-level finding ask on
+    /// the terminal; refuse without one), block (refuse on a block-level finding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ScanMode>,
+    /// Rule files (TOML) added to cordon's own rules; relative paths are relative to the
+    /// current directory, `~` is the home directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<PathBuf>>,
+    /// Rule ids to leave out, e.g. ["tls-verify-off"].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore: Option<Vec<String>>,
+}
+
 /// Replaces `dst` when `src` is set.
 fn set<T>(dst: &mut T, src: Option<T>) {
     if let Some(v) = src {
@@ -393,6 +413,16 @@ impl ProfileFile {
             set(max_file_size, s.max_file_size);
             set(max_size, s.max_size);
             set(keep, s.keep);
+        }
+        if let Some(s) = self.scan {
+            let Scan {
+                mode,
+                rules,
+                ignore,
+            } = &mut p.scan;
+            set(mode, s.mode);
+            set(rules, s.rules);
+            set(ignore, s.ignore);
         }
         set(
             &mut p.secrets,

@@ -67,13 +67,13 @@ pub use cordon_hostpattern::{HostPattern, PatternError};
 pub use error::{Diagnostic, ErrorKind, PolicyError};
 pub use file::{
     AuditFile, EnvFile, FilesystemFile, IsolationFile, LimitsFile, NetworkFile, ProfileFile,
-    RateLimitFile, SecretFile, SyscallsFile,
+    RateLimitFile, ScanFile, SecretFile, SyscallsFile,
 };
 pub use lint::{LintWarning, Severity};
 pub use model::{
     Audit, CwdAccess, Env, Filesystem, HostDecision, HttpMethod, InjectAt, Isolation,
     IsolationLevel, Limits, Network, NetworkMode, OnOutputLimit, OnUnlisted, Profile, RateLimit,
-    Secret, SecretSource, Stage, Syscalls, TrustLevel,
+    Scan, ScanMode, Secret, SecretSource, Stage, Syscalls, TrustLevel,
 };
 pub use overrides::Overrides;
 pub use paths::{normalize, resolve_path};

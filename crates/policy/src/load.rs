@@ -355,6 +355,10 @@ pub(crate) fn expected_for(key: &str) -> Option<String> {
         "secrets.inject" => "a list of: header, query, body".into(),
         "audit" => "a table: [audit] with enabled, path".into(),
         "audit.path" => "a path such as \"~/.local/state/cordon/audit.db\"".into(),
+        "scan" => "a table: [scan] with mode, rules, ignore".into(),
+        "scan.mode" => "expected one of: off, warn, ask, block".into(),
+        "scan.rules" => PATHS.into(),
+        "scan.ignore" => "a list of rule ids, e.g. [\"tls-verify-off\"] (see `cordon scan --list-rules`)".into(),
         _ => return None,
     };
     Some(s)
@@ -375,6 +379,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "network",
             "audit",
             "stage",
+            "scan",
             "secrets",
         ],
     ),
@@ -431,6 +436,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
         "stage",
         &["refuse", "ask", "auto", "max_file_size", "max_size", "keep"],
     ),
+    ("scan", &["mode", "rules", "ignore"]),
 ];
 
 /// Edit distance counting a swap of neighbours as one edit (optimal string

@@ -63,6 +63,20 @@ macro_rules! word_enum {
 }
 
 word_enum! {
+    /// What `cordon run` does with the pre-execution scanner's findings.
+    ScanMode, "a scan mode" {
+        /// Do not scan.
+        Off => "off",
+        /// Scan and print findings; run anyway.
+        Warn => "warn",
+        /// On a block-level finding, ask on the terminal; without one, refuse.
+        Ask => "ask",
+        /// On a block-level finding, refuse to run (exit 125).
+        Block => "block",
+    }
+}
+
+word_enum! {
     /// How far the code that runs is trusted; names the preset a profile extends.
     TrustLevel, "a preset" {
         /// Code nobody has read (the default): strictest limits, no network.
@@ -190,6 +204,7 @@ pub struct Profile {
     pub network: Network,
     pub audit: Audit,
     pub stage: Stage,
+    pub scan: Scan,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<Secret>,
 }
@@ -334,6 +349,17 @@ pub struct Stage {
     pub max_size: ByteSize,
     /// Staged runs older than this are removed when a new one starts.
     pub keep: DurationSpec,
+}
+
+/// `[scan]`: the pre-execution scanner (advisory; the sandbox is the
+/// control).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Scan {
+    pub mode: ScanMode,
+    /// Rule files added to cordon's own rules (paths as written).
+    pub rules: Vec<PathBuf>,
+    /// Rule ids left out.
+    pub ignore: Vec<String>,
 }
 
 /// The outcome of matching a destination against `[network]` rules.

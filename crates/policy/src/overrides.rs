@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use cordon_hostpattern::HostPattern;
 
 use crate::error::PolicyError;
-use crate::model::{CwdAccess, IsolationLevel, NetworkMode, OnOutputLimit, Profile, Secret};
+use crate::model::{
+    CwdAccess, IsolationLevel, NetworkMode, OnOutputLimit, Profile, ScanMode, Secret,
+};
 use crate::units::{ByteSize, DurationSpec};
 use crate::validate;
 
@@ -50,6 +52,9 @@ pub struct Overrides {
     pub secrets: Vec<Secret>,
     pub audit: Option<bool>,
     pub audit_path: Option<PathBuf>,
+    pub scan_mode: Option<ScanMode>,
+    /// Rule files added to the profile's.
+    pub scan_rules: Vec<PathBuf>,
 }
 
 fn set<T>(dst: &mut T, src: &Option<T>)
@@ -171,6 +176,9 @@ impl Profile {
         if let Some(path) = &o.audit_path {
             p.audit.path = Some(path.clone());
         }
+
+        set(&mut p.scan.mode, &o.scan_mode);
+        p.scan.rules.extend(o.scan_rules.iter().cloned());
 
         validate::check(&p).map_err(|e| PolicyError::from(e.unlocated("command line")))?;
         Ok(p)

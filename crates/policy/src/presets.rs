@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::model::{
     Audit, CwdAccess, Env, Filesystem, Isolation, IsolationLevel, Limits, Network, NetworkMode,
-    OnOutputLimit, OnUnlisted, Profile, Stage, Syscalls, TrustLevel,
+    OnOutputLimit, OnUnlisted, Profile, Scan, ScanMode, Stage, Syscalls, TrustLevel,
 };
 use crate::units::{ByteSize, DurationSpec};
 
@@ -166,6 +166,11 @@ pub fn preset(level: TrustLevel) -> Profile {
             max_file_size: ByteSize(10 << 20),
             max_size: ByteSize(1 << 30),
             keep: DurationSpec::from(std::time::Duration::from_secs(7 * 24 * 3600)),
+        },
+        scan: Scan {
+            mode: ScanMode::Off,
+            rules: Vec::new(),
+            ignore: Vec::new(),
         },
         secrets: Vec::new(),
     }

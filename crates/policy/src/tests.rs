@@ -993,3 +993,50 @@ fn numbers_too_large_for_toml() {
     let d = err("[limits]\npids = 99999999999999999999\n");
     assert_eq!(d.line, Some(2));
 }
+
+#[test]
+fn scan_section() {
+    let p = Profile::from_toml_str(
+        "[scan]\nmode = \"block\"\nrules = [\"./rules.toml\"]\nignore = [\"tls-verify-off\"]\n",
+        "p.toml",
+    )
+    .unwrap();
+    assert_eq!(p.scan.mode, ScanMode::Block);
+    assert_eq!(p.scan.rules, vec![PathBuf::from("./rules.toml")]);
+    assert_eq!(p.scan.ignore, vec!["tls-verify-off".to_string()]);
+    // Off unless a profile or flag says otherwise.
+    assert_eq!(Profile::default().scan.mode, ScanMode::Off);
+    // Round trip keeps the section.
+    let back = Profile::from_toml_str(&p.to_toml_string(), "p.toml").unwrap();
+    assert_eq!(back.scan, p.scan);
+
+    check(
+        "[scan]\nmode = \"loud\"\n",
+        ErrorKind::InvalidValue,
+        2,
+        8,
+        "scan.mode",
+        "'loud' is not allowed here",
+        "off, warn, ask, block",
+    );
+    check(
+        "[scan]\nmdoe = \"warn\"\n",
+        ErrorKind::UnknownKey,
+        2,
+        1,
+        "scan.mdoe",
+        "unknown key",
+        "mode",
+    );
+    let d = err("[scan]\nignore = [\"no spaces\"]\n");
+    assert_eq!(d.key.as_deref(), Some("scan.ignore[0]"), "{d}");
+
+    let o = Overrides {
+        scan_mode: Some(ScanMode::Warn),
+        scan_rules: vec![PathBuf::from("/x.toml")],
+        ..Overrides::default()
+    };
+    let q = p.with_overrides(&o).unwrap();
+    assert_eq!(q.scan.mode, ScanMode::Warn);
+    assert_eq!(q.scan.rules.len(), 2);
+}

@@ -108,6 +108,23 @@ pub(crate) fn check(p: &Profile) -> Result<(), Problem> {
     if let Some(path) = &p.audit.path {
         check_path("audit.path", path)?;
     }
+    for (i, path) in p.scan.rules.iter().enumerate() {
+        check_path(&format!("scan.rules[{i}]"), path)?;
+    }
+    for (i, id) in p.scan.ignore.iter().enumerate() {
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(Problem::new(
+                ErrorKind::InvalidValue,
+                format!("scan.ignore[{i}]"),
+                format!("'{id}' is not a rule id"),
+                "rule ids are letters, digits, '-', '_' and '.'; `cordon scan --list-rules` lists them",
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -1,0 +1,124 @@
+//! Positions in source text, and what of a tree is comment or string.
+
+use crate::lang::Language;
+
+/// Byte offsets of line starts, for turning an offset into line and column.
+#[derive(Debug)]
+pub(crate) struct LineIndex<'a> {
+    text: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(text: &'a str) -> LineIndex<'a> {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { text, starts }
+    }
+
+    /// 0-based row and 0-based column in characters of a byte offset.
+    pub fn position(&self, offset: usize) -> (usize, usize) {
+        let row = self
+            .starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1);
+        let start = self.starts[row];
+        let col = self
+            .text
+            .get(start..offset.min(self.text.len()))
+            .map_or(0, |s| s.chars().count());
+        (row, col)
+    }
+
+    /// The text of a 0-based row, without its newline.
+    pub fn line(&self, row: usize) -> &'a str {
+        let start = self.starts.get(row).copied().unwrap_or(self.text.len());
+        let end = self
+            .starts
+            .get(row + 1)
+            .map_or(self.text.len(), |e| e.saturating_sub(1));
+        self.text.get(start..end.max(start)).unwrap_or("")
+    }
+}
+
+/// A line cut for display: trimmed, at most 200 characters.
+pub(crate) fn snippet(line: &str) -> String {
+    let t = line.trim();
+    match t.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &t[..i]),
+        None => t.to_owned(),
+    }
+}
+
+/// What a node is to the scanner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeRole {
+    Comment,
+    /// A string literal; its contents are the byte range given.
+    String {
+        start: usize,
+        end: usize,
+    },
+    /// A shell word: code, but also matched by string rules.
+    Word,
+    Other,
+}
+
+/// The role of a node, by grammar.
+pub(crate) fn role(lang: Language, node: &tree_sitter::Node<'_>) -> NodeRole {
+    let kind = node.kind();
+    if kind == "comment" {
+        return NodeRole::Comment;
+    }
+    let (s, e) = (node.start_byte(), node.end_byte());
+    let inner = |front: usize, back: usize| {
+        if e >= s + front + back {
+            NodeRole::String {
+                start: s + front,
+                end: e - back,
+            }
+        } else {
+            NodeRole::Other
+        }
+    };
+    match (lang, kind) {
+        (Language::Python, "string") => python_string(node).unwrap_or(NodeRole::Other),
+        (Language::Bash, "string" | "raw_string") => inner(1, 1),
+        (Language::Bash, "ansi_c_string") => inner(2, 1),
+        (Language::Bash, "word") => NodeRole::Word,
+        (
+            Language::JavaScript | Language::TypeScript | Language::Tsx,
+            "string" | "template_string",
+        ) => inner(1, 1),
+        _ => NodeRole::Other,
+    }
+}
+
+/// A Python string's contents lie between its `string_start` (prefix and
+/// quotes) and `string_end` children.
+fn python_string(node: &tree_sitter::Node<'_>) -> Option<NodeRole> {
+    let count = node.child_count();
+    let first = node.child(0)?;
+    let last = node.child(count.checked_sub(1)?)?;
+    if first.kind() != "string_start" || last.kind() != "string_end" || count < 2 {
+        return None;
+    }
+    Some(NodeRole::String {
+        start: first.end_byte(),
+        end: last.start_byte(),
+    })
+}
+
+/// The contents of a string-literal or word node as the code would use
+/// them (quotes removed; escapes are left as written).
+pub(crate) fn literal_value<'s>(
+    lang: Language,
+    node: &tree_sitter::Node<'_>,
+    src: &'s str,
+) -> (&'s str, usize) {
+    let start = node.start_byte();
+    match role(lang, node) {
+        NodeRole::String { start, end } => (src.get(start..end).unwrap_or(""), start),
+        _ => (src.get(start..node.end_byte()).unwrap_or(""), start),
+    }
+}
