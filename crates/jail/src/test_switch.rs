@@ -11,6 +11,8 @@
 /// The environment variable that turns layers off in debug builds.
 pub const VAR: &str = "CORDON_TEST_DISABLE_LAYERS";
 
+use crate::spec::Layer;
+
 /// A layer the switch can turn off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Switch {
@@ -45,6 +47,17 @@ impl Switch {
         Switch::CapDrop,
         Switch::BoundingSet,
     ];
+
+    /// The layer of the run's report this switch weakens.
+    pub fn layer(self) -> Layer {
+        match self {
+            Switch::Landlock => Layer::Landlock,
+            Switch::Seccomp => Layer::Seccomp,
+            Switch::MountRo | Switch::Nosuid => Layer::Filesystem,
+            Switch::Dumpable => Layer::PidNamespace,
+            Switch::NoNewPrivs | Switch::CapDrop | Switch::BoundingSet => Layer::Capabilities,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {

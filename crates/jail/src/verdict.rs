@@ -252,4 +252,25 @@ pub(crate) fn record_layers(
             format!("{:.3}s wall clock", w.as_secs_f64()),
         );
     }
+    // Debug builds: what the test switch took away is not enforced.
+    let off = crate::test_switch::check().unwrap_or_default();
+    for layer in off.iter().map(|s| s.layer()) {
+        let names: Vec<&str> = off
+            .iter()
+            .filter(|s| s.layer() == layer)
+            .map(|s| s.name())
+            .collect();
+        let detail = format!(
+            "{} turned off by {}",
+            names.join(", "),
+            crate::test_switch::VAR
+        );
+        match e.layers.iter_mut().find(|l| l.layer == layer) {
+            Some(l) => {
+                l.enforced = false;
+                l.detail = detail;
+            }
+            None => e.record(layer, false, detail),
+        }
+    }
 }

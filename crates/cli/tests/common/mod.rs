@@ -534,6 +534,26 @@ impl Workdir {
             "cordon did not take {layers} away: {}",
             o.stderr
         );
+        // The report does not claim what was taken away.
+        if o.report.is_object() {
+            let states = o.report["enforcement"]["layers"].as_array().cloned();
+            for name in layers.split(',') {
+                let said = |d: &str| {
+                    d.ends_with(&format!(" turned off by {DISABLE_LAYERS}"))
+                        && d.split(" turned off")
+                            .next()
+                            .is_some_and(|names| names.split(", ").any(|n| n == name))
+                };
+                assert!(
+                    states
+                        .iter()
+                        .flatten()
+                        .any(|l| l["enforced"] == false && l["detail"].as_str().is_some_and(said)),
+                    "the report does not say {name} was off: {}",
+                    o.report["enforcement"]
+                );
+            }
+        }
         o
     }
 }
