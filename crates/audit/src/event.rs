@@ -50,6 +50,10 @@ pub struct RunStarted {
     pub enforcement: Value,
     /// Version of cordon that ran it.
     pub cordon_version: String,
+    /// What the pre-execution scanner found in the code before the run
+    /// (`{"mode": ..., "findings": [...]}`), when it was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<Value>,
 }
 
 /// Why a run ended.
@@ -80,6 +84,9 @@ pub enum EndReason {
     Killed,
     /// The sandbox could not be set up or the workload not started.
     SpawnFailed,
+    /// cordon refused to start it (the pre-execution scanner's block or an
+    /// unanswered ask).
+    Refused,
     /// A reason this version does not know (written by a newer cordon).
     #[serde(other)]
     Other,
@@ -101,6 +108,7 @@ impl EndReason {
             EndReason::DiskLimit => "disk_limit",
             EndReason::Killed => "killed",
             EndReason::SpawnFailed => "spawn_failed",
+            EndReason::Refused => "refused",
             EndReason::Other => "other",
         }
     }
@@ -206,6 +214,8 @@ pub enum IncidentKind {
     Landlock,
     /// A secret showed up where it must not (e.g. in output).
     Secret,
+    /// The pre-execution scanner flagged the code at block level.
+    Scan,
     /// A kind this version does not know.
     #[serde(other)]
     Other,
@@ -220,6 +230,7 @@ impl IncidentKind {
             IncidentKind::Limit => "limit",
             IncidentKind::Landlock => "landlock",
             IncidentKind::Secret => "secret",
+            IncidentKind::Scan => "scan",
             IncidentKind::Other => "other",
         }
     }

@@ -139,6 +139,39 @@ impl AuditSession {
             .map_err(|e| format!("cannot commit the start of the run to the audit store: {e}"))
     }
 
+    /// Add one record (e.g. a scan incident) to the run.
+    pub fn note(&mut self, incident: Incident) -> Result<(), String> {
+        self.writer
+            .append(&self.run_id, incident)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Record that cordon refused to start the run (`incident` says why)
+    /// and commit.
+    pub fn refused(mut self, incident: Incident) -> anyhow::Result<()> {
+        self.writer.append(&self.run_id, incident)?;
+        self.writer.append(
+            &self.run_id,
+            RunEnded {
+                reason: EndReason::Refused,
+                exit_code: Some(125),
+                signal: None,
+                wall_ms: 0,
+                user_ms: 0,
+                sys_ms: 0,
+                peak_memory_bytes: None,
+                stdout: StreamSummary::default(),
+                stderr: StreamSummary::default(),
+                enforcement: serde_json::Value::Null,
+            },
+        )?;
+        self.writer
+            .commit()
+            .context("cannot commit the audit records")?;
+        Ok(())
+    }
+
     /// Record that the sandbox could not be built after the run was
     /// recorded as started.
     pub fn failed(mut self, message: &str) -> anyhow::Result<()> {

@@ -15,6 +15,7 @@ mod profile_cmd;
 mod run_cmd;
 mod scan_bridge;
 mod scan_cmd;
+mod scan_gate;
 mod secrets;
 mod stage_cmd;
 

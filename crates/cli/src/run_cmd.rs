@@ -11,12 +11,12 @@ use cordon_policy::{
 };
 use serde::Serialize;
 
-use crate::{audit_bridge, egress_bridge, plan, secrets, stage_cmd};
+use crate::{audit_bridge, egress_bridge, plan, scan_gate, secrets, stage_cmd};
 
 #[derive(Debug, Args)]
 #[command(
     after_help = "Exit status: the command's own; 128+N if it died from signal N; 124 if the \
-deadline killed it; 125 if cordon could not build the sandbox; 126/127 if the command could not be \
+deadline killed it; 125 if cordon could not build the sandbox or refused to run it (--scan block or an unanswered --scan ask); 126/127 if the command could not be \
 executed / was not found.\n\n\
 Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --ro ./data --memory 512MiB --timeout 30s -- python3 job.py\n  \
 cordon run --profile profiles/python.toml -- pytest\n  cordon run --report outcome.json -- make test\n  \
@@ -24,6 +24,7 @@ cordon run --stage ./repo -- make fmt test    # then: cordon changes RUN_ID\n  \
 cordon run --preset medium --cwd rw -- ./build.sh\n  \
 cordon run --allow-net pypi.org --allow-net '*.pythonhosted.org' -- pip download requests\n  \
 cordon run --allow-net api.example.com --net-log net.jsonl -- python3 agent_tool.py\n  \
+cordon run --scan block -- python3 -c \"$CODE\"   # refuse code the scanner flags at block level (exit 125)\n  \
 GITHUB_TOKEN=... cordon run --secret GITHUB_TOKEN@api.github.com -- python3 tool.py"
 )]
 pub struct RunArgs {
@@ -126,6 +127,14 @@ pub struct RunArgs {
     /// Stdin of the command: inherit (default) or null.
     #[arg(long, value_name = "MODE", default_value = "inherit")]
     stdin: StdinArg,
+    /// Scan the command line and the scripts it names before running: off, warn (show findings),
+    /// ask (on a block-level finding ask on the terminal; refuse without one), block (refuse on a
+    /// block-level finding, exit 125). Default: the profile's [scan] mode (off).
+    #[arg(long, value_name = "MODE")]
+    scan: Option<cordon_policy::ScanMode>,
+    /// Add the rules of this file to the scanner's (TOML; repeatable).
+    #[arg(long = "scan-rules", value_name = "FILE")]
+    scan_rules: Vec<PathBuf>,
     /// Write the outcome as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -178,6 +187,9 @@ struct Report<'a> {
     /// The staged directory's run and change count (`--stage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     stage: Option<&'a stage_cmd::StageReport>,
+    /// The pre-execution scan (`--scan` / `[scan] mode`), when it was on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scan: Option<&'a scan_gate::Gate>,
 }
 
 #[derive(Debug, Serialize)]
@@ -225,12 +237,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         deny_hosts: args.deny_net.clone(),
         https_only: args.https_only.then_some(true),
         secrets: secrets_flags,
+        scan_mode: args.scan,
+        scan_rules: args.scan_rules.clone(),
         ..Overrides::default()
     };
     let profile = profile
         .with_overrides(&overrides)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    // The scanner looks before anything is built (or any secret fetched).
+    let gate = scan_gate::check(&profile, &args.command, &cwd, args.quiet)?;
+    if let Some(g) = gate.as_ref().filter(|g| g.refused()) {
+        return refuse(&args, &profile, &cwd, g);
+    }
     let mut spec = plan::spec_for(&profile, args.command.clone(), &cwd)?;
     if matches!(args.stdin, StdinArg::Null) {
         spec.stdin = cordon_jail::StdinMode::Null;
@@ -298,10 +317,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                     "network": format!("{:?}", spec.network).to_lowercase(),
                 }),
                 cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                scan: gate.as_ref().map(scan_gate::Gate::record),
                 ..Default::default()
             },
             code: audit_bridge::code_of(&args.command, &cwd),
             profile_text: profile.to_toml_string(),
+            notes: gate
+                .as_ref()
+                .map(scan_gate::Gate::incidents)
+                .unwrap_or_default(),
         }),
         audit: None,
         run_id: run_id.clone(),
@@ -355,6 +379,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             incidents: &incidents,
             host_tools: host_tools.as_ref(),
             stage: stage_report.as_ref(),
+            scan: gate.as_ref(),
             egress_summary: summary.map(|s| EgressTotals {
                 connections: s.connections,
                 allowed: s.allowed,
@@ -417,12 +442,72 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
 }
 
+/// The scanner refused the run: record it (start, the refusal, the end),
+/// write the report, say why and how to proceed, exit 125.
+fn refuse(
+    args: &RunArgs,
+    profile: &Profile,
+    cwd: &std::path::Path,
+    gate: &scan_gate::Gate,
+) -> anyhow::Result<u8> {
+    let run_id = cordon_audit::new_run_id();
+    // No secret is resolved for a refused run; well-known formats are
+    // still redacted.
+    let redactor = cordon_scan::Redactor::with_values::<&str>(&[]);
+    if let Some(path) = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, profile)? {
+        let started = cordon_audit::RunStarted {
+            argv: args.command.clone(),
+            cwd: Some(cwd.display().to_string()),
+            profile_name: Some(profile.origin.clone()),
+            cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+            scan: Some(gate.record()),
+            ..Default::default()
+        };
+        let session = audit_bridge::AuditSession::start(
+            &path,
+            run_id.clone(),
+            started,
+            std::time::SystemTime::now(),
+            audit_bridge::code_of(&args.command, cwd).as_deref(),
+            &profile.to_toml_string(),
+            redactor.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
+        session.refused(gate.refusal_incident())?;
+    }
+    if let Some(path) = &args.report {
+        let command: Vec<String> = args
+            .command
+            .iter()
+            .map(|a| redactor.redact(a).into_owned())
+            .collect();
+        let mut value = serde_json::json!({
+            "cordon_version": env!("CARGO_PKG_VERSION"),
+            "run_id": run_id,
+            "command": command,
+            "cwd": cwd.display().to_string(),
+            "profile": profile.origin,
+            "exit_code": crate::EXIT_CORDON,
+            "reason": "scan_refused",
+            "message": gate.refusal_line(),
+            "scan": gate,
+        });
+        redact_strings(&mut value, &redactor);
+        std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    eprintln!("{}", gate.refusal_line());
+    Ok(crate::EXIT_CORDON)
+}
+
 /// What the audit session needs once the sandbox runs.
 struct AuditPlan {
     path: PathBuf,
     started: cordon_audit::RunStarted,
     code: Option<Vec<u8>>,
     profile_text: String,
+    /// Records to add right after the start (the scanner's incidents).
+    notes: Vec<cordon_audit::Incident>,
 }
 
 /// The supervisor's callbacks: open the audit store and start the egress
@@ -442,7 +527,7 @@ struct RunHooks {
 impl cordon_jail::Hooks for RunHooks {
     fn started(&mut self, started: &cordon_jail::Started) -> Result<(), String> {
         if let Some(plan) = self.audit_plan.take() {
-            self.audit = Some(audit_bridge::AuditSession::start(
+            let mut session = audit_bridge::AuditSession::start(
                 &plan.path,
                 self.run_id.clone(),
                 plan.started,
@@ -450,7 +535,11 @@ impl cordon_jail::Hooks for RunHooks {
                 plan.code.as_deref(),
                 &plan.profile_text,
                 self.redactor.clone(),
-            )?);
+            )?;
+            for incident in plan.notes {
+                session.note(incident)?;
+            }
+            self.audit = Some(session);
         }
         Ok(())
     }
@@ -507,6 +596,7 @@ fn incident_summary(incidents: &[cordon_audit::Incident], outcome: &Outcome) -> 
     }
     for (kind, word) in [
         (cordon_audit::IncidentKind::Secret, "secret"),
+        (cordon_audit::IncidentKind::Scan, "scan"),
         (cordon_audit::IncidentKind::Egress, "egress denied"),
         (cordon_audit::IncidentKind::Limit, "limit"),
         (cordon_audit::IncidentKind::Landlock, "landlock"),

@@ -194,6 +194,9 @@ impl Scanner {
         // a string) says nothing new the second time.
         out.findings
             .retain(|f| seen.insert((f.rule.clone(), f.line)));
+        // A host in code inside a string is seen in both languages.
+        let mut seen = HashSet::new();
+        out.hosts.retain(|h| seen.insert((h.host.clone(), h.line)));
         Ok(out)
     }
 

