@@ -151,21 +151,8 @@ impl AuditSession {
     /// and commit.
     pub fn refused(mut self, incident: Incident) -> anyhow::Result<()> {
         self.writer.append(&self.run_id, incident)?;
-        self.writer.append(
-            &self.run_id,
-            RunEnded {
-                reason: EndReason::Refused,
-                exit_code: Some(125),
-                signal: None,
-                wall_ms: 0,
-                user_ms: 0,
-                sys_ms: 0,
-                peak_memory_bytes: None,
-                stdout: StreamSummary::default(),
-                stderr: StreamSummary::default(),
-                enforcement: serde_json::Value::Null,
-            },
-        )?;
+        self.writer
+            .append(&self.run_id, never_ran(EndReason::Refused))?;
         self.writer
             .commit()
             .context("cannot commit the audit records")?;
@@ -184,21 +171,8 @@ impl AuditSession {
                 evidence: json!({ "error": message }),
             },
         )?;
-        self.writer.append(
-            &self.run_id,
-            RunEnded {
-                reason: EndReason::SpawnFailed,
-                exit_code: Some(125),
-                signal: None,
-                wall_ms: 0,
-                user_ms: 0,
-                sys_ms: 0,
-                peak_memory_bytes: None,
-                stdout: StreamSummary::default(),
-                stderr: StreamSummary::default(),
-                enforcement: serde_json::Value::Null,
-            },
-        )?;
+        self.writer
+            .append(&self.run_id, never_ran(EndReason::SpawnFailed))?;
         self.writer
             .commit()
             .context("cannot commit the audit records")?;
@@ -246,6 +220,22 @@ impl AuditSession {
             .commit()
             .context("cannot commit the audit records")?;
         Ok(incidents)
+    }
+}
+
+/// The end of a run whose workload never started (exit 125).
+fn never_ran(reason: EndReason) -> RunEnded {
+    RunEnded {
+        reason,
+        exit_code: Some(125),
+        signal: None,
+        wall_ms: 0,
+        user_ms: 0,
+        sys_ms: 0,
+        peak_memory_bytes: None,
+        stdout: StreamSummary::default(),
+        stderr: StreamSummary::default(),
+        enforcement: serde_json::Value::Null,
     }
 }
 
