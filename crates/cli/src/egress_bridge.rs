@@ -47,8 +47,14 @@ impl Recorder {
         })
     }
 
+    /// Every event so far, in the order the attempts started. Events are
+    /// recorded when an attempt ends, so a long tunnel opened first is
+    /// recorded after a short request that came later; the report and the
+    /// audit store list attempts as the workload made them.
     pub fn events(&self) -> Vec<EgressEvent> {
-        self.events.lock().map(|v| v.clone()).unwrap_or_default()
+        let mut events = self.events.lock().map(|v| v.clone()).unwrap_or_default();
+        events.sort_by_key(|e| e.time);
+        events
     }
 }
 
