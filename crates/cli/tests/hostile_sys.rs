@@ -408,3 +408,110 @@ fn nested_user_namespaces_are_refused_by_the_namespace_limit_alone() {
         libc::EPERM,
     );
 }
+
+/// Pushes "id\n" into its stdin's input queue with TIOCSTI, as if typed at
+/// the terminal: after cordon exits, the user's shell would run it.
+const TIOCSTI_PROBE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+int main(void) {
+    const char *p;
+    for (p = "id\n"; *p; p++)
+        if (ioctl(0, TIOCSTI, p) != 0) { printf("tiocsti %s\n", strerrorname_np(errno)); return 0; }
+    printf("tiocsti ALLOWED\n");
+    return 0;
+}
+"#;
+
+/// Runs `cordon run --stdin inherit -- PROBE` with a fresh pseudo-terminal
+/// as its controlling terminal and stdin, then prints what is left in that
+/// terminal's input queue (`queued b'...'`), cordon's stdout and stderr.
+const ON_A_TERMINAL: &str = r#"
+import fcntl, os, sys, termios, tty
+master, slave = os.openpty()
+tty.setraw(slave)
+out = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    os.dup2(slave, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.execv(sys.argv[2], sys.argv[2:])
+os.waitpid(pid, 0)
+os.set_blocking(slave, False)
+try:
+    queued = os.read(slave, 100)
+except BlockingIOError:
+    queued = b""
+print("queued", queued)
+print(open(sys.argv[1]).read())
+"#;
+
+fn inject_on_a_terminal(w: &Workdir, probe: &std::path::Path, layers: &str) -> String {
+    let log = w.path().join("terminal.log");
+    let out = std::process::Command::new("python3")
+        .args(["-c", ON_A_TERMINAL])
+        .arg(&log)
+        .arg(cordon_bin())
+        .args(["run", "--no-audit", "--stdin", "inherit", "--"])
+        .arg(probe)
+        .env(DISABLE_LAYERS, layers)
+        .current_dir(w.path())
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !layers.is_empty() {
+        assert!(text.contains("layers turned off by"), "{text}");
+    }
+    text
+}
+
+/// Layers: seccomp (TIOCSTI refused by the filter) and a new session for
+/// the workload (the kernel allows TIOCSTI only on the caller's
+/// controlling terminal, and the workload has none), each alone. cordon
+/// runs on a real terminal that is its controlling terminal; with both
+/// layers off the workload's "id" lands in that terminal's input queue,
+/// where the user's shell would read it after cordon exits.
+#[test]
+fn terminal_injection_is_stopped_by_seccomp_and_by_the_new_session_each_alone() {
+    if ready() {
+        return;
+    }
+    // Where the kernel refuses TIOCSTI to everyone, neither layer can be
+    // seen alone (and there is nothing to inject).
+    let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti")
+        .map(|v| v.trim() != "0")
+        .unwrap_or(true);
+    if skip_unless(
+        legacy,
+        "the kernel refuses TIOCSTI to everyone (dev.tty.legacy_tiocsti = 0)",
+    ) {
+        return;
+    }
+    let w = Workdir::new();
+    let probe = w.compile_c("tiocsti", TIOCSTI_PROBE);
+    for (alone, off) in [
+        ("seccomp", "session"),
+        ("new session", "seccomp"),
+        ("both", ""),
+    ] {
+        let text = inject_on_a_terminal(&w, &probe, off);
+        assert!(text.contains("tiocsti EPERM\n"), "{alone}: {text}");
+        assert!(text.starts_with("queued b''\n"), "{alone}: {text}");
+    }
+    let text = inject_on_a_terminal(&w, &probe, "seccomp,session");
+    assert!(
+        text.contains("tiocsti ALLOWED\n") && text.starts_with("queued b'id\\n'\n"),
+        "control: without both layers the injection must land: {text}"
+    );
+}

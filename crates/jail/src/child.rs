@@ -343,7 +343,9 @@ fn workload_main(ctx: &ChildContext<'_>) -> ! {
         unsafe { libc::close(ctx.fds.status) };
     }
     // A new session: no controlling terminal to push input into.
-    let _ = rustix::process::setsid();
+    if !off(Switch::Session) {
+        let _ = rustix::process::setsid();
+    }
 
     if spec.stdin == StdinMode::Null {
         match rustix::fs::open(

@@ -34,10 +34,13 @@ pub enum Switch {
     /// The workload keeps its bounding set (it drops its other
     /// capabilities).
     BoundingSet,
+    /// The workload stays in cordon's session (and keeps its controlling
+    /// terminal).
+    Session,
 }
 
 impl Switch {
-    pub const ALL: [Switch; 8] = [
+    pub const ALL: [Switch; 9] = [
         Switch::Landlock,
         Switch::Seccomp,
         Switch::MountRo,
@@ -46,6 +49,7 @@ impl Switch {
         Switch::NoNewPrivs,
         Switch::CapDrop,
         Switch::BoundingSet,
+        Switch::Session,
     ];
 
     /// The layer of the run's report this switch weakens.
@@ -56,6 +60,7 @@ impl Switch {
             Switch::MountRo | Switch::Nosuid => Layer::Filesystem,
             Switch::Dumpable => Layer::PidNamespace,
             Switch::NoNewPrivs | Switch::CapDrop | Switch::BoundingSet => Layer::Capabilities,
+            Switch::Session => Layer::PidNamespace,
         }
     }
 
@@ -69,6 +74,7 @@ impl Switch {
             Switch::NoNewPrivs => "no-new-privs",
             Switch::CapDrop => "cap-drop",
             Switch::BoundingSet => "bounding-set",
+            Switch::Session => "session",
         }
     }
 }
