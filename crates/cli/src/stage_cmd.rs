@@ -157,7 +157,8 @@ impl Staging {
             Err(e) => report.auto_error = Some(format!("{e:#}")),
         }
         report.changes -= report.auto_promoted;
-        if report.changes == 0 && report.auto_promoted > 0 {
+        if report.changes == 0 {
+            // Nothing left to review: the stage goes now.
             self.stage.remove()?;
         }
         Ok(report)
@@ -182,6 +183,7 @@ impl Staging {
         let sel = cordon_stage::Selection {
             paths,
             allow: Vec::new(),
+            scanner: None,
         };
         let (chosen, allowed) = cordon_stage::choose(&self.stage, set, &sel, &mut |_, _| false)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -218,10 +220,9 @@ impl StageReport {
     fn summary(&self) -> String {
         if self.changes == 0 {
             return format!(
-                "cordon: staged run {}: no changes to {} (drop it: cordon discard {})",
+                "cordon: staged run {}: no changes left to review in {}",
                 self.run_id,
                 self.path.display(),
-                self.run_id
             );
         }
         format!(
@@ -397,7 +398,7 @@ pub struct PromoteArgs {
     paths: Vec<PathBuf>,
     /// Promote entries held back by this policy rule (repeatable): git-hooks,
     /// git-config, git-internals, git-repository, host-tools, ci, shell-rc,
-    /// new-executable, large-file, profile-refuse, profile-ask.
+    /// new-executable, large-file, scanner, profile-refuse, profile-ask.
     #[arg(long, value_name = "RULE")]
     allow: Vec<String>,
     /// Audit store to record the promotion in (default: ~/.local/state/cordon/audit.db).
@@ -474,6 +475,9 @@ pub fn promote(args: PromoteArgs) -> anyhow::Result<u8> {
     let sel = cordon_stage::Selection {
         paths,
         allow: args.allow.clone(),
+        // The code scanner's hook: cordon-codescan is not part of this
+        // build yet, so no file is scanned (the `scanner` rule never fires).
+        scanner: None,
     };
     let (chosen, allowed) = cordon_stage::choose(&stage, &set, &sel, &mut ask_terminal)
         .map_err(|e| anyhow::anyhow!("{e}"))?;

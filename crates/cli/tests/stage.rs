@@ -303,9 +303,7 @@ fn staged_run_leaves_host_untouched_and_lists_every_op() {
     assert_eq!(snapshot(&f.repo), before);
 }
 
-/// A run that writes nothing leaves an empty change set, and the staged
-/// directory is writable inside even when the profile mounts the current
-/// directory read-only.
+/// A run that writes nothing has an empty change set, and keeps no stage.
 #[test]
 fn staged_run_without_writes_has_no_changes() {
     if !staging_available() {
@@ -316,8 +314,13 @@ fn staged_run_without_writes_has_no_changes() {
     let (o, id) = f.staged("cat a.txt");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(o.report["stage"]["changes"], 0);
-    assert_eq!(f.changes(&id)["entries"].as_array().unwrap().len(), 0);
     assert!(o.stderr.contains("no changes"), "{}", o.stderr);
+    // Nothing to review: nothing is kept.
+    assert_eq!(f.cordon(&["changes", &id]).status.code(), Some(125));
+    assert!(std::fs::read_dir(f.state.path().join("cordon/stage"))
+        .unwrap()
+        .next()
+        .is_none());
 }
 
 /// The upper layer is private to its owner and outside the staged tree:

@@ -25,7 +25,7 @@ pub use change::{Base, Change, ChangeSet, Kind, Op};
 pub use diff::render_diff;
 pub use error::{Result, StageError};
 pub use policy::{valid_glob, Action, Decision, Matcher, Policy, Rule};
-pub use promote::{choose, promote, Promoted, Selection};
+pub use promote::{choose, promote, Promoted, ScanFn, Selection};
 pub use store::{Meta, Stage, Store, MODE_OVERLAY};
 
 #[cfg(test)]

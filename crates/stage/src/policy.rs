@@ -29,6 +29,10 @@ pub enum Matcher {
     NewExecutable,
     /// A file larger than this many bytes.
     LargerThan(u64),
+    /// A file in which the code scanner given to the promotion
+    /// ([`crate::Selection::scanner`]) finds secrets or dangerous code.
+    /// Matches nothing here: the promotion reads the content and asks.
+    ScannerFindings,
 }
 
 /// One rule.
@@ -182,6 +186,11 @@ impl Default for Policy {
                     action: Action::Ask,
                     matcher: Matcher::LargerThan(DEFAULT_MAX_FILE_SIZE),
                 },
+                Rule {
+                    id: "scanner".into(),
+                    action: Action::Ask,
+                    matcher: Matcher::ScannerFindings,
+                },
             ],
         }
     }
@@ -245,6 +254,7 @@ impl Policy {
                 Matcher::LargerThan(n) => {
                     change.op != Op::Deleted && change.size.is_some_and(|s| s > *n)
                 }
+                Matcher::ScannerFindings => false,
             };
             if hit {
                 matched.push((rule.action, &rule.id));

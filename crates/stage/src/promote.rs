@@ -34,6 +34,32 @@ pub struct Selection {
     pub paths: Vec<String>,
     /// Rule ids promoted despite `ask`/`refuse` (`--allow`).
     pub allow: Vec<String>,
+    /// The hook for a code scanner (rule `scanner`, ask): called with each
+    /// new or changed file's path and content (up to 1 MiB); a finding
+    /// holds the file back like any `ask` rule. `None`: no scanner.
+    pub scanner: Option<ScanFn>,
+}
+
+/// A code scanner: findings (one line each) in a file's content.
+pub type ScanFn = fn(&str, &[u8]) -> Vec<String>;
+
+/// The scanner's findings on a chosen file, read from the upper layer.
+fn scan(stage: &Stage, scanner: ScanFn, e: &Change) -> Vec<String> {
+    use std::io::Read;
+    if e.kind != Kind::File || e.op == Op::Deleted {
+        return Vec::new();
+    }
+    let Ok(upper) = fsutil::open_root(&stage.upper()) else {
+        return vec!["the staged file cannot be read to scan it".into()];
+    };
+    let mut data = Vec::new();
+    let read = fsutil::open_beneath(upper.as_fd(), &e.path, OFlags::RDONLY)
+        .map_err(std::io::Error::from)
+        .and_then(|fd| std::fs::File::from(fd).take(1 << 20).read_to_end(&mut data));
+    match read {
+        Ok(_) => scanner(&e.path, &data),
+        Err(err) => vec![format!("the staged file cannot be read to scan it: {err}")],
+    }
 }
 
 /// What a promotion applied.
@@ -132,7 +158,20 @@ pub fn choose(
     let mut refused = Vec::new();
     let mut allowed = BTreeSet::new();
     for e in &chosen {
-        let d = policy.decide(e);
+        let mut d = policy.decide(e);
+        if let Some(scanner) = sel.scanner {
+            if !scan(stage, scanner, e).is_empty() {
+                if d.action < Some(Action::Ask) {
+                    d = Decision {
+                        action: Some(Action::Ask),
+                        rules: Vec::new(),
+                    };
+                }
+                if d.action == Some(Action::Ask) {
+                    d.rules.push("scanner".into());
+                }
+            }
+        }
         let overridden = d.rules.iter().all(|r| sel.allow.contains(r));
         match d.action {
             Some(Action::Refuse) | Some(Action::Ask) if overridden => {

