@@ -183,7 +183,7 @@ impl Staging {
         let sel = cordon_stage::Selection {
             paths,
             allow: Vec::new(),
-            scanner: None,
+            scanner: Some(scan_file),
         };
         let (chosen, allowed) = cordon_stage::choose(&self.stage, set, &sel, &mut |_, _| false)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -409,6 +409,38 @@ pub struct PromoteArgs {
     json: bool,
 }
 
+/// The promotion's `scanner` rule: a secret in a known format (the audit
+/// store's redactor), or a warn/block finding of cordon's scan rules in a
+/// file of a language the scanner knows (by extension or shebang).
+fn scan_file(path: &str, content: &[u8]) -> Vec<String> {
+    use cordon_codescan::{Language, Scanner, Severity};
+    static SCANNER: std::sync::OnceLock<Option<Scanner>> = std::sync::OnceLock::new();
+    let mut out = Vec::new();
+    if let std::borrow::Cow::Owned(_) = cordon_scan::Redactor::new().redact_bytes(content) {
+        out.push(format!("{path}: holds a secret in a known format"));
+    }
+    let (Some(lang), Ok(text)) = (
+        Language::detect(Path::new(path), content),
+        std::str::from_utf8(content),
+    ) else {
+        return out;
+    };
+    let Some(scanner) = SCANNER.get_or_init(|| Scanner::builtin().ok()) else {
+        out.push("cordon's scan rules did not compile".into());
+        return out;
+    };
+    match scanner.scan(path, lang, text) {
+        Ok(r) => out.extend(
+            r.findings
+                .iter()
+                .filter(|f| f.severity >= Severity::Warn)
+                .map(|f| f.to_string()),
+        ),
+        Err(e) => out.push(format!("{path}: cannot be scanned: {e}")),
+    }
+    out
+}
+
 /// A host path named on the command line, relative to the staged directory.
 fn relative_to(target: &Path, p: &Path) -> anyhow::Result<String> {
     let cwd = std::env::current_dir()?;
@@ -475,9 +507,7 @@ pub fn promote(args: PromoteArgs) -> anyhow::Result<u8> {
     let sel = cordon_stage::Selection {
         paths,
         allow: args.allow.clone(),
-        // The code scanner's hook: cordon-codescan is not part of this
-        // build yet, so no file is scanned (the `scanner` rule never fires).
-        scanner: None,
+        scanner: Some(scan_file),
     };
     let (chosen, allowed) = cordon_stage::choose(&stage, &set, &sel, &mut ask_terminal)
         .map_err(|e| anyhow::anyhow!("{e}"))?;

