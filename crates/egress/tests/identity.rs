@@ -1113,6 +1113,14 @@ fn reflect<S: Read + Write>(s: S, accept_encoding: Arc<Mutex<Vec<String>>>) -> s
             }
         }
     }
+    let value = auth.strip_prefix("Bearer ").unwrap_or("").to_string();
+    if let Some(out) = reflect_forms(&target, &value) {
+        let w = r.get_mut();
+        w.write_all(&out)?;
+        w.flush()?;
+        std::thread::sleep(Duration::from_millis(300));
+        return Ok(());
+    }
     let body = format!("you sent: {auth}\n");
     // Split inside the value.
     let cut = body.len() - 8;
@@ -1350,4 +1358,190 @@ fn rate_limits_count_every_request_inside_an_intercepted_tunnel() {
     assert_eq!(rules.len(), 3, "{rules:?}");
     assert_eq!(rules[2], "rate-limit");
     assert_eq!(ev[2].status, Some(429));
+}
+
+const FORMS_VALUE: &str = "s3cr3t/v \"q\"<&>\u{e9}+=~:x";
+const FORMS_PH: &str = "cordon-forms_token-0000000000000000000000000000003";
+
+/// Test-side encoders, independent of the proxy's.
+fn pct_upper(v: &str) -> String {
+    v.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn form_lower(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b' ' => "+".to_string(),
+            b if b.is_ascii_alphanumeric() || b"*-._".contains(&b) => (b as char).to_string(),
+            b => format!("%{b:02x}"),
+        })
+        .collect()
+}
+
+/// JSON string text with `\/` and every non-ASCII character as `\uXXXX`.
+fn json_escaped(v: &str) -> String {
+    let s = serde_json::to_string(v).unwrap();
+    let mut o = String::new();
+    for c in s[1..s.len() - 1].chars() {
+        match c {
+            '/' => o.push_str("\\/"),
+            c if !c.is_ascii() => o.push_str(&format!("\\u{:04X}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// base64url without padding of `user:value` (fits in a header name).
+fn b64url(user: &str, v: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{user}:{v}"))
+}
+
+fn basic(user: &str, v: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{v}"))
+}
+
+/// The forms the origin reflects the value in, for each path of
+/// [`reflect_forms`].
+fn forms_of(v: &str) -> Vec<String> {
+    vec![
+        v.to_string(),
+        pct_upper(v),
+        form_lower(v),
+        json_escaped(v),
+        basic("user", v),
+        basic("ab", v),
+        b64url("ab", v),
+    ]
+}
+
+/// Answers that carry the value in its encodings, in every part of a
+/// response: the status line's reason phrase, interim 1xx heads, header
+/// names and values (a 301 Location), JSON and base64 (HTTP Basic) in the
+/// body, a chunked trailer.
+fn reflect_forms(target: &str, v: &str) -> Option<Vec<u8>> {
+    let json = format!(
+        "{{\"token\":\"{}\",\"basic\":\"Basic {}\",\"q\":\"{}\"}}",
+        json_escaped(v),
+        basic("user", v),
+        form_lower(v)
+    );
+    let out = match target {
+        // (A reason phrase with non-ASCII bytes is dropped whole by the
+        // proxy's parser; these forms are ASCII.)
+        "/reason" => format!(
+            "HTTP/1.1 400 Bad {} {}\r\nContent-Length: 0\r\n\r\n",
+            pct_upper(v),
+            form_lower(v)
+        ),
+        "/interim" => format!(
+            "HTTP/1.1 103 Hint {}\r\nLink: <https://api.test/x?t={}>\r\nX-{}: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            json_escaped(v),
+            pct_upper(v),
+            b64url("ab", v),
+        ),
+        "/redirect" => format!(
+            "HTTP/1.1 301 Moved\r\nLocation: https://api.test/cb?token={}&b={}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+            pct_upper(v),
+            basic("ab", v),
+            json.len()
+        ),
+        "/trailer" => format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Token\r\n\r\n{:x}\r\n{json}\r\n0\r\nX-Token: {v}\r\n\r\n",
+            json.len()
+        ),
+        _ => return None,
+    };
+    Some(out.into_bytes())
+}
+
+/// A bound host reflects the injected value in every part of its response
+/// and in its common encodings: no form of the value reaches the sandbox,
+/// and the placeholder comes back in the same form. Layer: response
+/// scrubbing (every byte from the origin, every form).
+#[test]
+fn a_value_reflected_in_any_form_anywhere_in_a_response_is_scrubbed() {
+    let ca = TestCa::new("origin test CA");
+    let origin = ReflectOrigin::start(&ca, &["api.test"]);
+    let bindings = vec![binding(
+        "FORMS",
+        FORMS_PH,
+        FORMS_VALUE,
+        &["api.test"],
+        InjectWhere::default(),
+    )];
+    let s = setup(bindings, &ca, &[("api.test", origin.addr)]);
+    let port = origin.addr.port();
+    for path in ["/reason", "/interim", "/redirect", "/trailer"] {
+        let mut tls = rustls_client(s.proxy.addr, "api.test", port, &s.identity.ca_cert_pem());
+        write!(
+            tls,
+            "GET {path} HTTP/1.1\r\nHost: api.test:{port}\r\nAuthorization: Bearer {FORMS_PH}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        tls.flush().unwrap();
+        let mut all = Vec::new();
+        let _ = tls.read_to_end(&mut all);
+        let text = String::from_utf8_lossy(&all).into_owned();
+        assert!(text.starts_with("HTTP/1.1 "), "{path}: {text}");
+        for form in forms_of(FORMS_VALUE) {
+            assert!(
+                !text.contains(&form),
+                "{path}: {form:?} reached the client: {text}"
+            );
+        }
+        match path {
+            "/reason" => assert!(
+                text.starts_with(&format!(
+                    "HTTP/1.1 400 Bad {} {}\r\n",
+                    pct_upper(FORMS_PH),
+                    form_lower(FORMS_PH)
+                )),
+                "{text}"
+            ),
+            "/interim" => {
+                assert!(
+                    text.starts_with(&format!("HTTP/1.1 103 Hint {FORMS_PH}\r\n")),
+                    "{text}"
+                );
+                assert!(
+                    text.contains(&format!("?t={}>", pct_upper(FORMS_PH))),
+                    "{text}"
+                );
+            }
+            "/redirect" => {
+                assert!(
+                    text.contains(&format!("token={}&", pct_upper(FORMS_PH))),
+                    "{text}"
+                );
+                let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+                let j: serde_json::Value = serde_json::from_str(body).unwrap();
+                assert_eq!(j["token"], FORMS_PH, "{body}");
+            }
+            _ => {
+                // The trailer is not passed on.
+                assert!(!text.contains("X-Token:"), "{text}");
+            }
+        }
+    }
+    let (events, _) = s.proxy.finish();
+    let ev = https_events(&events, "api.test");
+    assert_eq!(ev.len(), 4, "{ev:?}");
+    for e in ev {
+        assert!(
+            e.rule.contains("secret FORMS scrubbed from response"),
+            "{}",
+            e.rule
+        );
+    }
 }

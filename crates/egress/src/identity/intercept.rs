@@ -669,6 +669,9 @@ where
 {
     let head_request = req.method == "HEAD";
     let mut interim_sent = false;
+    // Every byte from the origin is scrubbed: status lines (reason phrase
+    // too), interim and final heads, bodies; trailers are never passed on.
+    let scrub = Scrub::new(&tun.inner.scrub);
     let resp = loop {
         let parsed = loop {
             match parse_response_head(u.data(), head_request) {
@@ -699,8 +702,11 @@ where
                 // An HTTP/1.0 client gets no interim responses.
                 continue;
             }
-            let mut interim = Vec::new();
-            parsed.write_client(&mut interim, false, req.minor_version);
+            let mut raw = Vec::new();
+            parsed.write_client(&mut raw, false, req.minor_version);
+            let mut interim = Vec::with_capacity(raw.len());
+            scrub.replace_all(&raw, &mut interim, outcome);
+            raw.zeroize();
             c.s.write_all(&interim).await.map_err(|_| Fail::After)?;
             rec.down(interim.len());
             interim_sent = true;
@@ -719,7 +725,6 @@ where
     // a Content-Length body is re-framed: chunked for HTTP/1.1 clients,
     // delimited by closing for HTTP/1.0 ones. A chunked body is decoded
     // and chunked again (so a value split by the origin's chunks is found).
-    let scrub = Scrub::new(&tun.inner.bindings);
     // A Content-Length body already read whole with the head (no waiting
     // for it) is scrubbed at once and keeps an exact Content-Length.
     let mut whole: Option<Vec<u8>> = None;
@@ -748,12 +753,6 @@ where
     // one pinned address): when it cannot carry another request, neither
     // can the tunnel.
     let keep = req.keep_alive && resp.reusable && out_framing != Framing::Close;
-    for (_, v) in resp.headers.iter_mut() {
-        let mut nv = Vec::with_capacity(v.len());
-        scrub.replace_all(v, &mut nv, outcome);
-        v.zeroize();
-        *v = nv;
-    }
     match (resp.body, out_framing) {
         (BodyKind::Length(_), Framing::Chunked) => {
             resp.headers
@@ -768,7 +767,13 @@ where
         _ => {}
     }
     let mut out = Vec::with_capacity(READ_CHUNK + 1024);
-    resp.write_client(&mut out, !keep, req.minor_version);
+    let mut raw = Vec::with_capacity(1024);
+    resp.write_client(&mut raw, !keep, req.minor_version);
+    scrub.replace_all(&raw, &mut out, outcome);
+    raw.zeroize();
+    for (_, v) in resp.headers.iter_mut() {
+        v.zeroize();
+    }
     let read_whole = whole.is_some();
     if let Some(body) = whole {
         out.extend_from_slice(&body);

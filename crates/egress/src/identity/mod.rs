@@ -5,6 +5,7 @@
 //! covered.
 
 mod ca;
+mod forms;
 mod intercept;
 mod substitute;
 
@@ -26,7 +27,7 @@ use crate::proxy::{BoxFuture, InterceptedTunnel, PlainHttpWatch, SecretNote, Tls
 use crate::rules::HostRule;
 
 use ca::CertAuthority;
-use substitute::{Matcher, Outcome, Plan};
+use substitute::{Matcher, Outcome, Plan, ScrubSet};
 
 /// Where in a request a secret's placeholder is replaced. Headers only by
 /// default; the query string (the whole request target) and the body only
@@ -101,6 +102,8 @@ pub struct Identity {
 pub(crate) struct Inner {
     bindings: Vec<SecretBinding>,
     matcher: Matcher,
+    /// Values (in every form) back to placeholders, for responses.
+    scrub: ScrubSet,
     ca: CertAuthority,
     upstream: Arc<ClientConfig>,
     /// How many roots the upstream side trusts (for Debug / doctor).
@@ -145,10 +148,12 @@ impl Identity {
             .with_no_client_auth();
         upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
         let matcher = Matcher::new(&bindings)?;
+        let scrub = ScrubSet::new(&bindings)?;
         Ok(Identity {
             inner: Arc::new(Inner {
                 bindings,
                 matcher,
+                scrub,
                 ca,
                 upstream: Arc::new(upstream),
                 roots: count,
