@@ -659,10 +659,7 @@ mod tests {
         while i < b.len() {
             let hex = |c: u8| (c as char).to_digit(16);
             match b[i] {
-                b'%' if i + 2 < b.len() + 0
-                    && hex(b[i + 1]).is_some()
-                    && hex(b[i + 2]).is_some() =>
-                {
+                b'%' if i + 2 < b.len() && hex(b[i + 1]).is_some() && hex(b[i + 2]).is_some() => {
                     o.push((hex(b[i + 1]).unwrap() * 16 + hex(b[i + 2]).unwrap()) as u8);
                     i += 3;
                 }
