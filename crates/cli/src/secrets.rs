@@ -189,15 +189,8 @@ pub fn identity(
     let bindings = resolved
         .iter()
         .map(|r| {
-            let hosts = r
-                .policy
-                .hosts
-                .iter()
-                .map(|h| {
-                    cordon_egress::HostRule::parse(&h.to_string())
-                        .map_err(|e| anyhow!("secret {}: host '{h}': {e}", r.name))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+            // The profile's patterns are the proxy's rules (one type).
+            let hosts: Vec<cordon_egress::HostRule> = r.policy.hosts.clone();
             let inject = cordon_egress::InjectWhere {
                 headers: r.policy.inject.contains(&cordon_policy::InjectAt::Header),
                 query: r.policy.inject.contains(&cordon_policy::InjectAt::Query),
