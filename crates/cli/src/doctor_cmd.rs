@@ -58,6 +58,19 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         line("mount_setattr", &report.mount_setattr);
         line("overlayfs", &report.overlayfs);
         line("staging", &staging);
+        let id = &report.identity;
+        println!(
+            "  [{}] {:<16} uid {} -> host {}, gid {} -> host {} ({}); groups {}",
+            if id.complete() { " ok " } else { "WEAK" },
+            "identity",
+            id.uid,
+            id.host_uid,
+            id.gid,
+            id.host_gid,
+            id.binds,
+            id.groups
+        );
+        println!("         {:<16} {}", "", id.detail);
         println!("isolation level: {}", report.isolation_level);
         println!("limits:");
         for (what, how) in &report.limits {

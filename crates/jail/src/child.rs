@@ -42,6 +42,8 @@ pub(crate) struct ChildContext<'a> {
     pub rlimit_memory: bool,
     /// Landlock may be missing on this host.
     pub landlock_optional: bool,
+    /// Drop the caller's supplementary groups (crate::identity).
+    pub drop_groups: bool,
 }
 
 /// Signals the init passes on to the workload.
@@ -91,6 +93,7 @@ pub(crate) fn enter(ctx: ChildContext<'_>) -> ! {
     }
     let mut keep = vec![fds.sync, fds.report, fds.status];
     keep.extend(fds.control);
+    keep.extend(ctx.plan.map(Plan::idmapped_fds).unwrap_or_default());
     sys::close_all_from_except(3, &keep);
 
     let mut go = [0u8; 1];
@@ -123,6 +126,16 @@ pub(crate) fn enter(ctx: ChildContext<'_>) -> ! {
 
 fn init_main(ctx: &ChildContext<'_>) -> ! {
     let rfd = ctx.fds.report;
+    if let Err(e) = crate::identity::become_sandbox_user(ctx.drop_groups) {
+        fail(
+            rfd,
+            Layer::UserNamespace,
+            format!(
+                "cannot take the sandbox's identity (uid/gid 1000, no supplementary groups): {e}"
+            ),
+            None,
+        );
+    }
     // The cgroup namespace is entered only now, after the supervisor moved
     // us into the sandbox's groups, so that they become our root.
     // SAFETY: unshare with a constant flag; this process is single-threaded.

@@ -50,6 +50,9 @@ pub struct HostReport {
     pub isolation_level: String,
     /// Each limit and the mechanism that enforces it here.
     pub limits: Vec<(String, String)>,
+    /// Who a sandbox started by this user is on the host (the uid and gid
+    /// mapping) and what becomes of the caller's supplementary groups.
+    pub identity: crate::identity::IdentityReport,
 }
 
 fn userns_check() -> Check {
@@ -210,5 +213,6 @@ pub fn probe() -> HostReport {
         overlayfs,
         isolation_level,
         limits,
+        identity: crate::identity::probe(),
     }
 }

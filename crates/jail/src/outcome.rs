@@ -145,6 +145,10 @@ pub struct Enforcement {
     pub landlock_abi: u32,
     /// "v1", "v2", "hybrid" or "none".
     pub cgroup: String,
+    /// Who the sandbox is on the host and what became of the caller's
+    /// supplementary groups.
+    #[serde(default)]
+    pub identity: crate::identity::IdentityReport,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

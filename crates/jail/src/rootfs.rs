@@ -32,13 +32,23 @@ const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// Parts of /proc that expose or steer the host: made read-only.
 const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
-/// Parts of /proc hidden behind /dev/null.
+/// Parts of /proc hidden behind /dev/null: the kernel's memory and keys,
+/// and every global file readable by root alone with no capability check
+/// (physical-page state, the kernel heap, timers), which the sandbox must
+/// not read even where it is host root (crate::identity).
 const PROC_MASKED: &[&str] = &[
     "kcore",
     "keys",
     "timer_list",
     "sched_debug",
     "latency_stats",
+    "kpageflags",
+    "kpagecount",
+    "kpagecgroup",
+    "slabinfo",
+    "vmallocinfo",
+    "pagetypeinfo",
+    "kmsg",
 ];
 
 /// Paths a declared bind may not cover: the sandbox builds these itself.
@@ -66,6 +76,9 @@ pub(crate) struct Plan {
     files: Vec<crate::spec::FileOverlay>,
     user_sysctls: Vec<crate::budgets::UserSysctl>,
     staged: Vec<crate::spec::StagedBind>,
+    /// Detached idmapped mounts for `user_binds` (crate::identity), or
+    /// empty: the supervisor's descriptors, inherited by the init.
+    idmapped: Vec<std::os::fd::RawFd>,
 }
 
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
@@ -84,6 +97,7 @@ impl Plan {
             files: spec.files.clone(),
             user_sysctls: crate::budgets::user_sysctls(&spec.limits.kernel),
             staged: spec.staged.clone(),
+            idmapped: Vec::new(),
             tmp_size: spec.tmp_size.max(4096).to_string(),
             tmp_inodes: spec.tmp_inodes.max(16).to_string(),
         };
@@ -184,6 +198,36 @@ impl Plan {
     }
 
     /// Paths bound from the host, for Landlock: (path, writable, is_dir).
+    /// The declared binds' host paths, in the order they are mounted.
+    pub(crate) fn user_bind_paths(&self) -> Vec<&Path> {
+        self.user_binds.iter().map(|b| b.path.as_path()).collect()
+    }
+
+    /// Mount the declared binds from these detached trees (one per
+    /// [`Plan::user_bind_paths`] entry) instead of cloning the host paths.
+    pub(crate) fn use_idmapped(&mut self, fds: Vec<std::os::fd::RawFd>) {
+        self.idmapped = fds;
+    }
+
+    /// The idmapped trees' descriptors, which the init must keep open.
+    pub(crate) fn idmapped_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.idmapped.clone()
+    }
+
+    /// The supervisor's idmapped trees for the declared binds, with each
+    /// bind's flags.
+    fn take_idmapped(&self) -> Result<Vec<OwnedFd>> {
+        self.user_binds
+            .iter()
+            .zip(&self.idmapped)
+            .map(|(b, fd)| {
+                let tree = crate::identity::take(*fd);
+                set_attrs(tree.as_fd(), &b.path, bind_attrs(b), true)?;
+                Ok(tree)
+            })
+            .collect()
+    }
+
     pub(crate) fn landlock_paths(&self) -> Vec<(PathBuf, bool, bool)> {
         let mut out: Vec<(PathBuf, bool, bool)> = self
             .system_binds
@@ -212,7 +256,12 @@ impl Plan {
 
         let system = clone_all(&self.system_binds)?;
         let etc = clone_all(&self.etc_binds)?;
-        let user = clone_all(&self.user_binds)?;
+        // Root's declared paths come idmapped from the supervisor.
+        let user = if self.idmapped.is_empty() {
+            clone_all(&self.user_binds)?
+        } else {
+            self.take_idmapped()?
+        };
         let dev = clone_all(&dev_nodes())?;
         let staged = overlay::open(&self.staged)?;
 

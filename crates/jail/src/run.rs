@@ -2,7 +2,7 @@
 //! output within limits, enforces the deadline, and reports the outcome.
 
 use std::fs;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use crate::error::{ChildReport, JailError, Result};
 use crate::outcome::{Breaches, EndReason, Enforcement, Outcome, WaitStatus};
 use crate::rootfs::Plan;
 use crate::seccomp::{self, FilterOptions};
-use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec, SANDBOX_GID, SANDBOX_UID};
+use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec};
 use crate::supervise::{Supervision, Watched};
 use crate::sys::{self, Forked};
 use crate::verdict::{classify, record_layers};
@@ -251,10 +251,18 @@ fn run_level(
         isolation: level,
         ..Enforcement::default()
     };
-    let plan = match level {
+    let mut plan = match level {
         IsolationLevel::Namespaces => Some(Plan::new(spec)?),
         IsolationLevel::Process => None,
     };
+    let identity = crate::identity::Identity::prepare(
+        level,
+        &plan.as_ref().map(Plan::user_bind_paths).unwrap_or_default(),
+    );
+    if let Some(p) = plan.as_mut() {
+        p.use_idmapped(identity.raw_fds());
+    }
+    record_identity(&mut enforcement, &identity);
     let program = seccomp::compile(FilterOptions {
         unix_sockets: spec.allow_unix_sockets,
         inet_sockets: spec.network != NetworkMode::None,
@@ -263,6 +271,7 @@ fn run_level(
     })?;
     let mut groups = Groups::create(spec, &mut enforcement)?;
     let (parent, child_ends) = open_channels()?;
+    identity.give_pipes(&[child_ends.stdout.as_fd(), child_ends.stderr.as_fd()])?;
     // Subscribed before the sandbox exists, so no denial goes unseen.
     let mut landlock = LandlockWatch::open(options);
 
@@ -276,6 +285,7 @@ fn run_level(
             rlimit_pids: groups.rlimit_pids,
             rlimit_memory: groups.rlimit_memory,
             landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
+            drop_groups: identity.drop_groups,
         }),
         Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
@@ -285,7 +295,10 @@ fn run_level(
     };
     drop(child_ends);
 
-    if let Err(e) = release_child(pid, level, groups.group.as_ref(), parent.sync) {
+    let released = release_child(pid, level, &identity, groups.group.as_ref(), parent.sync);
+    // The init has its copies of the idmapped trees.
+    drop(identity);
+    if let Err(e) = released {
         let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
         let _ = sys::wait4(pid, 0);
         groups.release();
@@ -624,10 +637,14 @@ fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
 fn release_child(
     pid: libc::pid_t,
     level: IsolationLevel,
+    identity: &crate::identity::Identity,
     group: Option<&Cgroup>,
     sync: OwnedFd,
 ) -> Result<()> {
-    prepare_child(pid, level, group)?;
+    if level == IsolationLevel::Namespaces {
+        identity.write_maps(pid)?;
+    }
+    prepare_child(pid, group)?;
     sys::write_all_fd(sync.as_raw_fd(), b"g").map_err(|e| JailError::io("start sandbox", e))
 }
 
@@ -776,21 +793,17 @@ fn random_u64() -> u64 {
     u64::from_ne_bytes(b)
 }
 
-fn prepare_child(pid: libc::pid_t, level: IsolationLevel, group: Option<&Cgroup>) -> Result<()> {
-    if level == IsolationLevel::Namespaces {
-        let uid = rustix::process::getuid().as_raw();
-        let gid = rustix::process::getgid().as_raw();
-        let write = |file: &str, text: String| {
-            fs::write(format!("/proc/{pid}/{file}"), text).map_err(|e| JailError::Setup {
-                layer: Layer::UserNamespace,
-                message: format!("cannot write {file} for the sandbox: {e}"),
-                fix: Some(userns_fix()),
-            })
-        };
-        write("setgroups", "deny".into())?;
-        write("uid_map", format!("{SANDBOX_UID} {uid} 1"))?;
-        write("gid_map", format!("{SANDBOX_GID} {gid} 1"))?;
+/// The identity in force, in the report; a sandbox that is still host
+/// root, or keeps the caller's groups, is a layer not fully enforced.
+fn record_identity(enforcement: &mut Enforcement, identity: &crate::identity::Identity) {
+    let r = &identity.report;
+    enforcement.identity = r.clone();
+    if !r.complete() {
+        enforcement.record(Layer::UserNamespace, false, r.detail.clone());
     }
+}
+
+fn prepare_child(pid: libc::pid_t, group: Option<&Cgroup>) -> Result<()> {
     if let Some(g) = group {
         // The v1 groups are joined by the sandbox itself (child::enter).
         g.add_v2(pid).map_err(|e| JailError::Setup {

@@ -76,6 +76,7 @@ const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
 const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
 const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 #[repr(C)]
 struct MountAttr {
@@ -134,6 +135,35 @@ pub(crate) fn mount_setattr(
             fd.as_raw_fd(),
             c"".as_ptr(),
             flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Make the detached mount tree `fd` (from `open_tree(OPEN_TREE_CLONE)`)
+/// an idmapped mount, recursively, with the maps of the user namespace
+/// `userns` (Linux 5.12+; the filesystem must support it).
+pub(crate) fn mount_setattr_idmap(fd: BorrowedFd<'_>, userns: BorrowedFd<'_>) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    // SAFETY: as in `mount_setattr`: live descriptors, an empty
+    // NUL-terminated path and a `struct mount_attr` with its size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

@@ -1,0 +1,403 @@
+//! Who the sandbox is on the host, and which of the caller's groups it
+//! keeps.
+//!
+//! The sandbox's user is uid/gid 1000 inside. For an ordinary caller that
+//! is the caller's own uid and gid (the kernel lets a user map only itself).
+//! For root it would be host uid 0: no capabilities, but still the owner of
+//! every root-owned file and sysctl that checks nothing but the uid
+//! (`/proc/kpageflags`, `slabinfo`, `/proc/sys/...` at mode 0600). So when
+//! the caller is root, the sandbox is a host uid and gid that is no one:
+//! the first id of root's range in `/etc/subuid` and `/etc/subgid`, or
+//! [`FALLBACK_HOST_ID`]. Its declared binds are idmapped mounts (made by the
+//! supervisor, which holds `CAP_SYS_ADMIN` over the host filesystems) that
+//! show the caller's files as the sandbox's, so the workload reads and
+//! writes what was declared and a file it creates is owned by the caller
+//! on the host. Where a filesystem cannot be idmapped, the sandbox stays
+//! host uid 0 and the report says so.
+//!
+//! Supplementary groups: root may drop them (`setgroups(0, NULL)` in the
+//! sandbox's init, with the group map written by root, which needs no
+//! `setgroups=deny`). An unprivileged caller must deny `setgroups` to map
+//! its own gid, so its groups stay in the credentials; the report and
+//! `cordon doctor` say so.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::mount::OpenTreeFlags;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{JailError, Result};
+use crate::spec::{IsolationLevel, Layer, SANDBOX_GID, SANDBOX_UID};
+use crate::sys::{self, Forked};
+
+/// The host uid and gid of a sandbox started by root when `/etc/subuid`
+/// (`/etc/subgid`) gives root no range: a high id that no account has.
+pub const FALLBACK_HOST_ID: u32 = 2_147_418_112;
+
+/// The identity a run had, for the report and `cordon doctor`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityReport {
+    /// The sandbox's uid and gid inside.
+    pub uid: u32,
+    pub gid: u32,
+    /// The host uid and gid they are.
+    pub host_uid: u32,
+    pub host_gid: u32,
+    /// Where the host ids come from: `caller`, `/etc/subuid`, `fixed`.
+    pub source: String,
+    /// How the declared binds reach the sandbox's identity: `direct` (it
+    /// is the caller) or `idmapped` (host uid 0 shown as the sandbox's).
+    pub binds: String,
+    /// The caller's supplementary groups: `dropped`, `none` (it had none)
+    /// or `kept` (they still grant access inside).
+    pub groups: String,
+    /// One sentence: what is in force and why.
+    pub detail: String,
+}
+
+impl IdentityReport {
+    /// Whether the sandbox is an unprivileged host identity without the
+    /// caller's extra groups.
+    pub fn complete(&self) -> bool {
+        self.host_uid != 0 && self.host_gid != 0 && self.groups != "kept"
+    }
+}
+
+/// Prepared by the supervisor before the sandbox is cloned.
+#[derive(Debug, Default)]
+pub(crate) struct Identity {
+    pub report: IdentityReport,
+    /// The caller is root: the gid map is written without denying
+    /// `setgroups`, and the init drops the supplementary groups.
+    pub drop_groups: bool,
+    /// One detached, idmapped mount per declared bind (in the plan's
+    /// order), or none.
+    pub idmapped: Vec<OwnedFd>,
+}
+
+/// The caller's supplementary groups other than its primary group.
+fn extra_groups() -> Vec<u32> {
+    let primary = rustix::process::getgid().as_raw();
+    rustix::process::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.as_raw())
+        .filter(|g| *g != primary)
+        .collect()
+}
+
+/// The first id of `user`'s range in a `/etc/subuid`-style file.
+fn subordinate(file: &str, names: &[&str]) -> Option<u32> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|line| {
+        let mut f = line.trim().split(':');
+        let (who, start, count) = (f.next()?, f.next()?, f.next()?);
+        let start: u32 = start.trim().parse().ok()?;
+        let count: u32 = count.trim().parse().ok()?;
+        (names.contains(&who) && count > 0 && start > 0).then_some(start)
+    })
+}
+
+/// The host uid, gid and their source for a sandbox started by root.
+fn root_host_ids() -> (u32, u32, &'static str) {
+    match (
+        subordinate("/etc/subuid", &["root", "0"]),
+        subordinate("/etc/subgid", &["root", "0"]),
+    ) {
+        (Some(u), Some(g)) => (u, g, "/etc/subuid"),
+        _ => (FALLBACK_HOST_ID, FALLBACK_HOST_ID, "fixed"),
+    }
+}
+
+fn groups_word(drop: bool, extra: &[u32]) -> &'static str {
+    if drop {
+        "dropped"
+    } else if extra.is_empty() {
+        "none"
+    } else {
+        "kept"
+    }
+}
+
+fn groups_sentence(drop: bool, extra: &[u32]) -> String {
+    if drop {
+        "the caller's supplementary groups are dropped (setgroups(0) inside)".into()
+    } else if extra.is_empty() {
+        "the caller has no supplementary groups".into()
+    } else {
+        let have = if tool_exists("newgidmap") {
+            "newgidmap exists but cordon does not use it yet"
+        } else {
+            "newgidmap is not installed"
+        };
+        format!(
+            "the caller's supplementary groups {extra:?} still grant access inside: an unprivileged caller must deny setgroups to map its own group, and {have}; run cordon as a user without them (for example `sg` or a dedicated account)"
+        )
+    }
+}
+
+fn tool_exists(name: &str) -> bool {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(name).exists())
+}
+
+impl Identity {
+    /// Decide the identity of a run at `level` whose declared binds are
+    /// `binds` (host paths, in the order the root filesystem mounts them).
+    pub(crate) fn prepare(level: IsolationLevel, binds: &[&Path]) -> Identity {
+        let uid = rustix::process::getuid().as_raw();
+        let gid = rustix::process::getgid().as_raw();
+        let extra = extra_groups();
+        let caller = |drop: bool, detail: String| Identity {
+            report: IdentityReport {
+                uid: SANDBOX_UID,
+                gid: SANDBOX_GID,
+                host_uid: uid,
+                host_gid: gid,
+                source: "caller".into(),
+                binds: "direct".into(),
+                groups: groups_word(drop, &extra).into(),
+                detail,
+            },
+            drop_groups: drop,
+            idmapped: Vec::new(),
+        };
+        if level == IsolationLevel::Process {
+            let mut id = caller(
+                false,
+                format!(
+                    "process level: no user namespace, the workload is the caller (uid {uid}); {}",
+                    groups_sentence(false, &extra)
+                ),
+            );
+            id.report.uid = uid;
+            id.report.gid = gid;
+            return id;
+        }
+        if uid != 0 {
+            return caller(
+                false,
+                format!(
+                    "the sandbox is the caller (uid {uid}); {}",
+                    groups_sentence(false, &extra)
+                ),
+            );
+        }
+        let (host_uid, host_gid, source) = root_host_ids();
+        match idmapped_binds(binds, host_uid, host_gid) {
+            Ok(idmapped) => Identity {
+                report: IdentityReport {
+                    uid: SANDBOX_UID,
+                    gid: SANDBOX_GID,
+                    host_uid,
+                    host_gid,
+                    source: source.into(),
+                    binds: "idmapped".into(),
+                    groups: "dropped".into(),
+                    detail: format!(
+                        "the caller is root: the sandbox is host uid {host_uid}, gid {host_gid} ({source}), declared paths are idmapped so that root's files are the sandbox's; {}",
+                        groups_sentence(true, &extra)
+                    ),
+                },
+                drop_groups: true,
+                idmapped,
+            },
+            Err(why) => caller(
+                true,
+                format!(
+                    "the caller is root and {why}: the sandbox stays host uid 0 (without capabilities) so that the declared paths keep working; {}",
+                    groups_sentence(true, &extra)
+                ),
+            ),
+        }
+    }
+
+    /// Write the sandbox's uid and gid maps (supervisor side).
+    pub(crate) fn write_maps(&self, pid: libc::pid_t) -> Result<()> {
+        let write = |file: &str, text: String| {
+            std::fs::write(format!("/proc/{pid}/{file}"), text).map_err(|e| JailError::Setup {
+                layer: Layer::UserNamespace,
+                message: format!("cannot write {file} for the sandbox: {e}"),
+                fix: Some(crate::run::userns_fix()),
+            })
+        };
+        if !self.drop_groups {
+            write("setgroups", "deny".into())?;
+        }
+        let r = &self.report;
+        write("uid_map", format!("{} {} 1", r.uid, r.host_uid))?;
+        write("gid_map", format!("{} {} 1", r.gid, r.host_gid))
+    }
+
+    /// Give the pipes the workload writes its output to to the sandbox's
+    /// host identity, so that reopening them (`/dev/stdout`, `/dev/stderr`,
+    /// which go through `/proc/self/fd`) passes the owner check.
+    pub(crate) fn give_pipes(&self, pipes: &[BorrowedFd<'_>]) -> Result<()> {
+        let r = &self.report;
+        if r.source == "caller" {
+            return Ok(());
+        }
+        for fd in pipes {
+            rustix::fs::fchown(
+                fd,
+                Some(rustix::process::Uid::from_raw(r.host_uid)),
+                Some(rustix::process::Gid::from_raw(r.host_gid)),
+            )
+            .map_err(|e| JailError::io("give the output pipes to the sandbox", e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// The raw descriptors the sandbox's init must keep open.
+    pub(crate) fn raw_fds(&self) -> Vec<RawFd> {
+        self.idmapped.iter().map(|f| f.as_raw_fd()).collect()
+    }
+}
+
+/// One detached, recursively idmapped copy of each path in `binds`, in
+/// which host uid/gid 0 appear as `host_uid`/`host_gid`; or why not.
+fn idmapped_binds(
+    binds: &[&Path],
+    host_uid: u32,
+    host_gid: u32,
+) -> std::result::Result<Vec<OwnedFd>, String> {
+    if binds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let userns = idmap_userns(host_uid, host_gid)
+        .map_err(|e| format!("cannot create the user namespace of an idmapped mount: {e}"))?;
+    binds
+        .iter()
+        .map(|path| {
+            idmapped_tree(path, userns.as_fd())
+                .map_err(|e| format!("{} cannot be idmapped ({e})", path.display()))
+        })
+        .collect()
+}
+
+fn idmapped_tree(path: &Path, userns: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    let src = rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    let tree = rustix::mount::open_tree(
+        &src,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_EMPTY_PATH
+            | OpenTreeFlags::AT_RECURSIVE,
+    )?;
+    sys::mount_setattr_idmap(tree.as_fd(), userns)?;
+    Ok(tree)
+}
+
+/// A user namespace whose maps are `0 host_uid 1` / `0 host_gid 1`, held
+/// by its descriptor (the helper process that made it is gone).
+fn idmap_userns(host_uid: u32, host_gid: u32) -> std::io::Result<OwnedFd> {
+    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    match sys::clone_sandbox(libc::CLONE_NEWUSER)? {
+        Forked::Child => {
+            // Wait until the parent has what it needs, then vanish.
+            drop(wr);
+            let mut b = [0u8; 1];
+            let _ = rustix::io::read(&rd, &mut b);
+            sys::exit_now(0)
+        }
+        Forked::Parent { pid, pidfd: _ } => {
+            drop(rd);
+            let made = (|| {
+                std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {host_uid} 1"))?;
+                std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {host_gid} 1"))?;
+                Ok(rustix::fs::open(
+                    format!("/proc/{pid}/ns/user"),
+                    OFlags::RDONLY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?)
+            })();
+            drop(wr);
+            let _ = sys::wait4(pid, 0);
+            made
+        }
+    }
+}
+
+/// Take ownership of a tree the supervisor opened before the clone (the
+/// init's own copy of the descriptor).
+pub(crate) fn take(fd: RawFd) -> OwnedFd {
+    // SAFETY: the idmapped trees are opened by the supervisor before the
+    // clone; the init inherited its own copies, keeps them open
+    // (`child::enter`) and takes each exactly once, when it builds the
+    // root.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Become the sandbox's user inside (the init, before anything else):
+/// drop the supplementary groups where the caller could, then take uid and
+/// gid 1000, which are the host ids the supervisor mapped.
+pub(crate) fn become_sandbox_user(drop_groups: bool) -> std::io::Result<()> {
+    if drop_groups {
+        // SAFETY: setgroups with a zero count and no list.
+        if unsafe { libc::setgroups(0, std::ptr::null()) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // SAFETY: setresgid/setresuid with plain ids; this process is
+    // single-threaded, so the change applies to all of it.
+    if unsafe { libc::setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What a run by this process would get, for `cordon doctor` (the
+/// declared paths tried are the current directory's).
+pub fn probe() -> IdentityReport {
+    let cwd = std::env::current_dir().ok();
+    let binds: Vec<&Path> = cwd.as_deref().into_iter().collect();
+    Identity::prepare(IsolationLevel::Namespaces, &binds).report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subordinate_ranges_are_read_by_name() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let f = dir.path().join("subuid");
+        std::fs::write(&f, "alice:100000:65536\nroot:200000:65536\nbad:x:1\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let f = f.to_string_lossy();
+        assert_eq!(subordinate(&f, &["root", "0"]), Some(200_000));
+        assert_eq!(subordinate(&f, &["alice"]), Some(100_000));
+        assert_eq!(subordinate(&f, &["bad"]), None);
+        assert_eq!(subordinate(&f, &["nobody"]), None);
+    }
+
+    #[test]
+    fn kept_groups_are_never_complete() {
+        let r = IdentityReport {
+            host_uid: 1000,
+            host_gid: 1000,
+            groups: "kept".into(),
+            ..IdentityReport::default()
+        };
+        assert!(!r.complete());
+        let r = IdentityReport {
+            groups: "none".into(),
+            ..r
+        };
+        assert!(r.complete());
+    }
+}
