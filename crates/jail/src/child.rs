@@ -701,9 +701,13 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
     }
     if let Some(n) = l.pids {
         // Counted per user in the sandbox's own user namespace; a second
-        // layer under the cgroup, the only one without it.
-        if ctx.rlimit_pids || ctx.spec.isolation.level == IsolationLevel::Namespaces {
+        // layer under the cgroup, the only one without it. Under a cgroup
+        // it sits one above, so that the cgroup refuses first and the
+        // breach is counted (fork checks the rlimit before the cgroup).
+        if ctx.rlimit_pids {
             lower_rlimit(libc::RLIMIT_NPROC, n)?;
+        } else if ctx.spec.isolation.level == IsolationLevel::Namespaces {
+            lower_rlimit(libc::RLIMIT_NPROC, n.saturating_add(1))?;
         }
     }
     if let (Some(m), true) = (l.memory, ctx.rlimit_memory) {
