@@ -293,12 +293,14 @@ fn root_only_file_capabilities_are_stopped_by_nosuid_no_new_privs_and_the_boundi
         ("no_new_privs", "nosuid,bounding-set"),
         ("bounding set", "nosuid,no-new-privs"),
     ] {
-        let o = w.run_without(&format!("landlock,seccomp,{off}"), &[], &[prog]);
+        // identity: root's sandbox is not host root, so root's file
+        // capabilities would not apply at all (another layer).
+        let o = w.run_without(&format!("identity,landlock,seccomp,{off}"), &[], &[prog]);
         assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
         assert_eq!(cap_prm(&o), 0, "{alone} alone: {}", o.stdout);
     }
     let o = w.run_without(
-        "landlock,seccomp,nosuid,no-new-privs,cap-drop",
+        "identity,landlock,seccomp,nosuid,no-new-privs,cap-drop",
         &[],
         &[prog],
     );
@@ -327,7 +329,7 @@ fn root_only_init_is_out_of_reach_by_non_dumpability_and_landlock_each_alone() {
     // Effective: /proc's ptrace check looks at the effective set.
     give_file_capabilities(&prog, true);
     let prog = prog.to_str().expect("utf8");
-    let caps_kept = "nosuid,no-new-privs,cap-drop";
+    let caps_kept = "identity,nosuid,no-new-privs,cap-drop";
     for (alone, off) in [("non-dumpable", "landlock"), ("landlock", "dumpable")] {
         let o = w.run_without(&format!("{caps_kept},{off}"), &[], &[prog]);
         assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
@@ -458,11 +460,9 @@ fn proc_sys_and_sysrq_are_read_only_and_sys_is_absent() {
     let o = proc_knob_probe(&w, "", &knobs);
     for k in &knobs {
         let got = attempt_result(&o, k);
-        if is_root() {
-            assert_eq!(got, "EROFS", "{k}: {}", o.stdout);
-        } else {
-            assert!(got == "EROFS" || got == "EACCES", "{k}: {}", o.stdout);
-        }
+        // Refused by the read-only mount or by the kernel's check of the
+        // global uid (which is no one's for root's sandbox too).
+        assert!(got == "EROFS" || got == "EACCES", "{k}: {}", o.stdout);
     }
     let host_sysrq = std::path::Path::new("/proc/sysrq-trigger").exists();
     assert!(
@@ -487,12 +487,13 @@ fn proc_sys_and_sysrq_are_read_only_and_sys_is_absent() {
     );
 }
 
-/// Layer: the read-only mount of /proc/sys, alone. The sandbox's uid is
-/// host root when cordon runs as root, and /proc/sys checks only the
+/// Layer: the read-only mount of /proc/sys, alone. With the identity
+/// mapping off, root's sandbox is host root, and /proc/sys checks only the
 /// global uid, not capabilities; Landlock allows /proc. So the mount is
 /// the only layer: with it off, the knobs open for writing (nothing is
-/// written). Root only: for any other caller the kernel's uid check
-/// refuses first, so the mount cannot be seen alone.
+/// written). Root only: for any other caller (and for root's sandbox with
+/// its identity) the kernel's uid check refuses first
+/// (`hostile_identity::root_only_the_sandbox_is_no_one_on_the_host`).
 #[test]
 fn root_only_proc_sys_is_read_only_by_its_mount_alone() {
     if ready() {
@@ -500,11 +501,11 @@ fn root_only_proc_sys_is_read_only_by_its_mount_alone() {
     }
     let w = Workdir::new();
     let knobs = proc_knobs();
-    let o = proc_knob_probe(&w, "landlock,seccomp", &knobs);
+    let o = proc_knob_probe(&w, "identity,landlock,seccomp", &knobs);
     for k in &knobs {
         assert_eq!(attempt_result(&o, k), "EROFS", "{k}: {}", o.stdout);
     }
-    let o = proc_knob_probe(&w, "mount-ro", &knobs);
+    let o = proc_knob_probe(&w, "identity,mount-ro", &knobs);
     for k in &knobs {
         assert_eq!(
             attempt_result(&o, k),

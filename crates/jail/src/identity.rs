@@ -147,7 +147,9 @@ fn tool_exists(name: &str) -> bool {
 impl Identity {
     /// Decide the identity of a run at `level` whose declared binds are
     /// `binds` (host paths, in the order the root filesystem mounts them).
-    pub(crate) fn prepare(level: IsolationLevel, binds: &[&Path]) -> Identity {
+    /// `staged`: the run has staged (overlay) writable paths, which are
+    /// not idmapped.
+    pub(crate) fn prepare(level: IsolationLevel, binds: &[&Path], staged: bool) -> Identity {
         let uid = rustix::process::getuid().as_raw();
         let gid = rustix::process::getgid().as_raw();
         let extra = extra_groups();
@@ -183,6 +185,21 @@ impl Identity {
                 format!(
                     "the sandbox is the caller (uid {uid}); {}",
                     groups_sentence(false, &extra)
+                ),
+            );
+        }
+        if crate::test_switch::off(crate::test_switch::Switch::Identity) {
+            return caller(
+                true,
+                "test switch: the sandbox stays host uid 0; the caller's supplementary groups are dropped".into(),
+            );
+        }
+        if staged {
+            return caller(
+                true,
+                format!(
+                    "the caller is root and staged writable paths (overlayfs) are not idmapped: the sandbox stays host uid 0 (without capabilities); {}",
+                    groups_sentence(true, &extra)
                 ),
             );
         }
@@ -365,7 +382,7 @@ pub(crate) fn become_sandbox_user(drop_groups: bool) -> std::io::Result<()> {
 pub fn probe() -> IdentityReport {
     let cwd = std::env::current_dir().ok();
     let binds: Vec<&Path> = cwd.as_deref().into_iter().collect();
-    Identity::prepare(IsolationLevel::Namespaces, &binds).report
+    Identity::prepare(IsolationLevel::Namespaces, &binds, false).report
 }
 
 #[cfg(test)]

@@ -258,6 +258,7 @@ fn run_level(
     let identity = crate::identity::Identity::prepare(
         level,
         &plan.as_ref().map(Plan::user_bind_paths).unwrap_or_default(),
+        !spec.staged.is_empty(),
     );
     if let Some(p) = plan.as_mut() {
         p.use_idmapped(identity.raw_fds());

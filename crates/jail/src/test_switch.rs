@@ -37,10 +37,13 @@ pub enum Switch {
     /// The workload stays in cordon's session (and keeps its controlling
     /// terminal).
     Session,
+    /// Started by root, the sandbox stays host uid 0 (no unprivileged
+    /// host identity, no idmapped binds); groups are still dropped.
+    Identity,
 }
 
 impl Switch {
-    pub const ALL: [Switch; 9] = [
+    pub const ALL: [Switch; 10] = [
         Switch::Landlock,
         Switch::Seccomp,
         Switch::MountRo,
@@ -50,6 +53,7 @@ impl Switch {
         Switch::CapDrop,
         Switch::BoundingSet,
         Switch::Session,
+        Switch::Identity,
     ];
 
     /// The layer of the run's report this switch weakens.
@@ -61,6 +65,7 @@ impl Switch {
             Switch::Dumpable => Layer::PidNamespace,
             Switch::NoNewPrivs | Switch::CapDrop | Switch::BoundingSet => Layer::Capabilities,
             Switch::Session => Layer::PidNamespace,
+            Switch::Identity => Layer::UserNamespace,
         }
     }
 
@@ -75,6 +80,7 @@ impl Switch {
             Switch::CapDrop => "cap-drop",
             Switch::BoundingSet => "bounding-set",
             Switch::Session => "session",
+            Switch::Identity => "identity",
         }
     }
 }

@@ -517,7 +517,7 @@ pub fn bare_git_repo(dir: &Path, readme: &str) -> PathBuf {
 
 /// The test switch of debug builds: a comma-separated list of layers the
 /// sandbox leaves out (`landlock`, `seccomp`, `mount-ro`, `nosuid`,
-/// `dumpable`, `no-new-privs`, `cap-drop`, `bounding-set`, `session`).
+/// `dumpable`, `no-new-privs`, `cap-drop`, `bounding-set`, `session`, `identity`).
 pub const DISABLE_LAYERS: &str = "CORDON_TEST_DISABLE_LAYERS";
 
 impl Workdir {
