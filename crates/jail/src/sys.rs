@@ -122,28 +122,7 @@ pub(crate) fn mount_setattr(
         propagation: 0,
         userns_fd: 0,
     };
-    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
-    if recursive {
-        flags |= AT_RECURSIVE;
-    }
-    // SAFETY: `fd` is a live descriptor, the path is an empty NUL-terminated
-    // string, and `attr` a properly laid out `struct mount_attr` whose size
-    // we pass alongside.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    setattr(fd, &attr, recursive)
 }
 
 /// Make the detached mount tree `fd` (from `open_tree(OPEN_TREE_CLONE)`)
@@ -156,15 +135,24 @@ pub(crate) fn mount_setattr_idmap(fd: BorrowedFd<'_>, userns: BorrowedFd<'_>) ->
         propagation: 0,
         userns_fd: userns.as_raw_fd() as u64,
     };
-    // SAFETY: as in `mount_setattr`: live descriptors, an empty
-    // NUL-terminated path and a `struct mount_attr` with its size.
+    setattr(fd, &attr, true)
+}
+
+fn setattr(fd: BorrowedFd<'_>, attr: &MountAttr, recursive: bool) -> io::Result<()> {
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: `fd` is a live descriptor, the path is an empty NUL-terminated
+    // string, and `attr` a properly laid out `struct mount_attr` (any
+    // descriptor in it is live too) whose size we pass alongside.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
             fd.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
-            &attr as *const MountAttr,
+            flags,
+            attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
     };
