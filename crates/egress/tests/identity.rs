@@ -177,7 +177,10 @@ fn serve<S: Read + Write>(mut r: BufReader<S>, seen: Arc<Mutex<Vec<Seen>>>) -> s
             headers,
             body,
         });
-        let text = format!("ok {method} {target}");
+        let text = match target.strip_prefix("/big?n=") {
+            Some(n) => "x".repeat(n.parse().unwrap_or(0)),
+            None => format!("ok {method} {target}"),
+        };
         let w = r.get_mut();
         write!(
             w,
@@ -1544,4 +1547,117 @@ fn a_value_reflected_in_any_form_anywhere_in_a_response_is_scrubbed() {
             e.rule
         );
     }
+}
+
+/// A TCP stream that counts the bytes it reads and writes.
+struct Counting {
+    s: TcpStream,
+    read: Arc<std::sync::atomic::AtomicUsize>,
+    written: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.s.read(buf)?;
+        self.read.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        Ok(n)
+    }
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.s.write(buf)?;
+        self.written
+            .fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.s.flush()
+    }
+}
+
+/// The byte cap on an intercepted tunnel (the metered relay, not splice):
+/// the sandbox's socket carries no byte past it, both directions counted,
+/// CONNECT included. Layer: the byte cap, granted before bytes are written.
+#[test]
+fn the_byte_cap_is_exact_on_an_intercepted_tunnel() {
+    const CAP: usize = 20_000;
+    let ca = TestCa::new("origin test CA");
+    let api = HttpsOrigin::start(&ca, &["api.test"]);
+    let identity = Identity::new(standard_bindings(), Some(ca.pem.as_bytes())).unwrap();
+    let cfg = EgressConfig {
+        allow: rules(&["api.test"]),
+        resolve_overrides: overrides(&[("api.test", api.addr)]),
+        max_bytes: Some(CAP as u64),
+        ..Default::default()
+    };
+    let id2 = identity.clone();
+    let proxy = Proxy::start_with(cfg, move |e| e.with_tls_interceptor(Arc::new(id2)));
+    let port = api.addr.port();
+    let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tcp = Counting {
+        s: TcpStream::connect(proxy.addr).unwrap(),
+        read: read.clone(),
+        written: written.clone(),
+    };
+    tcp.s
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    write!(
+        tcp,
+        "CONNECT api.test:{port} HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        tcp.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(identity.ca_cert_pem().as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let conn = rustls::ClientConnection::new(
+        Arc::new(cfg),
+        ServerName::try_from("api.test".to_string()).unwrap(),
+    )
+    .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET /big?n=200000 HTTP/1.1\r\nHost: api.test:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    tls.flush().unwrap();
+    let mut got = Vec::new();
+    let _ = tls.read_to_end(&mut got);
+    assert!(got.len() < 200_000, "the transfer was cut");
+    let (events, summary) = proxy.finish();
+    let moved = read.load(std::sync::atomic::Ordering::SeqCst)
+        + written.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        moved <= CAP,
+        "{moved} bytes crossed the sandbox's socket under a {CAP} byte cap"
+    );
+    assert!(
+        moved > CAP / 2,
+        "{moved}: the cap was reached, not something else"
+    );
+    assert!(
+        summary.bytes_up + summary.bytes_down <= CAP as u64,
+        "{summary:?}"
+    );
+    let tunnel = events
+        .iter()
+        .find(|e| e.protocol == Protocol::Connect)
+        .unwrap();
+    assert_eq!(tunnel.rule, "byte-cap", "{tunnel:?}");
 }
