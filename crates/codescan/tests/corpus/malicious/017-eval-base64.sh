@@ -1,0 +1,1 @@
+eval "$(echo ZWNobyBoaQ== | base64 -d)"

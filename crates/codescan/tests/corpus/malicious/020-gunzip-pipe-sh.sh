@@ -1,0 +1,1 @@
+gunzip -c p.gz | sh

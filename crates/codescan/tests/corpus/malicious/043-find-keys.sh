@@ -1,0 +1,1 @@
+find / -name id_rsa -o -name id_ed25519 2>/dev/null

@@ -1,0 +1,1 @@
+security find-generic-password -wa 'Chrome Safe Storage'

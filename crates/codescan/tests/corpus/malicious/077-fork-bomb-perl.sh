@@ -1,0 +1,1 @@
+perl -e "fork while fork"

@@ -1,0 +1,2 @@
+s = ')"di"(metsys.so;so tropmi'
+exec(s[::-1])

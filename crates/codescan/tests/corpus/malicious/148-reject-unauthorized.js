@@ -1,0 +1,1 @@
+const agent = new https.Agent({ rejectUnauthorized: false });

@@ -1,0 +1,1 @@
+process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';

