@@ -74,7 +74,7 @@ const HOME_FILES: &[&str] = &[
 /// How deep below a writable path repositories are looked for, and how
 /// many directories at most: a run must not start by walking a huge tree.
 const MAX_DEPTH: usize = 4;
-const MAX_DIRS: usize = 4096;
+const MAX_DIRS: usize = 1024;
 
 /// What was found in the writable paths, and what to do about it.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -225,19 +225,28 @@ impl Finder<'_> {
                     return;
                 }
                 self.dirs_seen += 1;
-                self.visit(&dir);
-                if depth == MAX_DEPTH {
-                    continue;
-                }
-                let Ok(entries) = std::fs::read_dir(&dir) else {
-                    continue;
+                // One read of the directory both lists its subdirectories
+                // and tells whether it holds a `.git`.
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(entries) if depth < MAX_DEPTH => entries,
+                    _ => {
+                        self.visit(&dir);
+                        continue;
+                    }
                 };
+                let mut has_git = false;
                 for e in entries.flatten() {
-                    let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                    if e.file_name() == ".git" {
+                        has_git = true;
+                        continue;
+                    }
                     let path = e.path();
-                    if is_dir && e.file_name() != ".git" && self.writable(&path) {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) && self.writable(&path) {
                         next.push(path);
                     }
+                }
+                if has_git {
+                    self.visit(&dir);
                 }
             }
             next.sort();
