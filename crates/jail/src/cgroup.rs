@@ -517,21 +517,32 @@ impl Cgroup {
         s
     }
 
-    /// Remove the groups (they must be empty). Idempotent.
-    pub fn remove(&mut self) {
-        remove_dirs(&self.dirs);
+    /// Remove the groups (they must be empty). Idempotent. Returns
+    /// whether every group is gone.
+    pub fn remove(&mut self) -> bool {
+        let gone = remove_dirs(&self.dirs);
         self.dirs.clear();
+        gone
     }
 }
 
 /// Kill whatever is left in the groups and remove them, retrying briefly
-/// while the kernel finishes tearing processes down.
-pub fn remove_dirs(dirs: &[PathBuf]) {
+/// while the kernel finishes tearing processes down. Returns whether every
+/// one is gone.
+pub fn remove_dirs(dirs: &[PathBuf]) -> bool {
+    let mut all = true;
     for dir in dirs.iter().rev() {
+        let mut gone = false;
         for attempt in 0..200 {
             match fs::remove_dir(dir) {
-                Ok(()) => break,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Ok(()) => {
+                    gone = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    gone = true;
+                    break;
+                }
                 Err(_) => {
                     kill_members(dir);
                     std::thread::sleep(std::time::Duration::from_millis(if attempt < 10 {
@@ -542,7 +553,9 @@ pub fn remove_dirs(dirs: &[PathBuf]) {
                 }
             }
         }
+        all &= gone;
     }
+    all
 }
 
 fn kill_members(dir: &Path) {

@@ -225,14 +225,32 @@ impl Janitor {
         }
     }
 
-    fn finish(self) {
+    /// Let the janitor go. With the groups already gone it has nothing
+    /// left to do: end it and reap it now, so a long-lived supervisor
+    /// collects no zombies. Otherwise wake it to retry the removal and
+    /// reap it on a later run.
+    fn finish(self, groups_gone: bool) {
         let pid = self.pid;
-        drop(self);
-        // Reap it if it is already done; otherwise it is reaped when this
-        // process exits (or by whoever adopts it).
-        let _ = sys::wait4(pid, libc::WNOHANG);
+        if groups_gone {
+            // SAFETY: kill(2) on our own unreaped child: its pid cannot
+            // have been reused.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            drop(self);
+            let _ = sys::wait4(pid, 0);
+        } else {
+            drop(self);
+            if let Ok(mut waiting) = LINGERING_JANITORS.lock() {
+                waiting.push(pid);
+            }
+        }
+        if let Ok(mut waiting) = LINGERING_JANITORS.lock() {
+            waiting.retain(|&p| !matches!(sys::wait4(p, libc::WNOHANG), Ok((r, _, _)) if r == p));
+        }
     }
 }
+
+/// Janitors still retrying to remove groups, reaped by later runs.
+static LINGERING_JANITORS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
 /// One attempt at the spec's isolation level, in the order a reader can
 /// follow: refuse what the level cannot do, prepare the limits and the
@@ -464,16 +482,22 @@ impl Groups {
     }
 
     /// Read the final counters, remove the groups and let the janitor go.
-    /// Idempotent.
+    /// Idempotent: later calls find nothing left.
     fn release(&mut self) -> cgroup::Stats {
-        let stats = self.group.as_ref().map(Cgroup::stats).unwrap_or_default();
-        if let Some(g) = self.group.as_mut() {
-            g.remove();
-        }
+        let mut group = self.group.take();
+        let stats = group.as_ref().map(Cgroup::stats).unwrap_or_default();
+        let gone = group.as_mut().is_none_or(Cgroup::remove);
         if let Some(j) = self.janitor.take() {
-            j.finish();
+            j.finish(gone);
         }
         stats
+    }
+}
+
+impl Drop for Groups {
+    /// A run that fails after the groups were made still removes them.
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -166,3 +166,40 @@ fn observe_notes_opened_written_created_and_executed_paths_and_lets_them_run() {
     assert_eq!(o.exit_code, 0);
     assert!(o.observed.is_empty(), "{:#?}", o.observed);
 }
+
+/// A server calls `run` many times in one process: each run must leave
+/// no child behind (its sandbox, its janitor) and no descriptor open.
+#[test]
+fn repeated_runs_leave_no_child_and_no_descriptor() {
+    let _one = exclusive();
+    if !userns() {
+        return;
+    }
+    // The children of this thread (the harness runs each test on its own).
+    let children = || {
+        std::fs::read_to_string("/proc/thread-self/children")
+            .unwrap_or_default()
+            .split_whitespace()
+            .count()
+    };
+    let fds = || std::fs::read_dir("/proc/self/fd").expect("fd dir").count();
+    let run_once = || {
+        let o = run(
+            &spec(&["/bin/true"]),
+            &mut CaptureSink::default(),
+            RunOptions {
+                forward_signals: false,
+                ..Default::default()
+            },
+        )
+        .expect("run");
+        assert_eq!(o.exit_code, 0);
+    };
+    run_once();
+    let fds_before = fds();
+    for i in 0..10 {
+        run_once();
+        assert_eq!(children(), 0, "children left after run {i}");
+    }
+    assert_eq!(fds(), fds_before, "descriptors left open");
+}
