@@ -59,7 +59,7 @@ marker="cordon-soak-$$"
 cmd=(/bin/sh -c 'sleep 0.01 & echo out; true' "$marker")
 
 cgroups_of_dead_supervisors() {
-  find /sys/fs/cgroup -maxdepth 6 -type d -name 'cordon-*' 2>/dev/null | while read -r d; do
+  find /sys/fs/cgroup -maxdepth 6 -type d -regextype posix-extended -regex '.*/cordon-[0-9]+-[0-9a-f]+' 2>/dev/null | while read -r d; do
     pid="${d##*/cordon-}"; pid="${pid%%-*}"
     [ -d "/proc/$pid" ] || echo "$d"
   done
