@@ -314,26 +314,32 @@ fn compile_language(
     embeds: &[(String, EmbedDef)],
 ) -> Result<LangRules, Error> {
     let grammar = lang.grammar();
+    // Every rule's query in one text; (start byte, rule index) per rule, to
+    // map each pattern of the combined query back to its rule.
     let mut source = String::new();
-    let mut pattern_rule = Vec::new();
-    for (index, (origin, def)) in rules.iter().enumerate() {
+    let mut starts = Vec::new();
+    for (index, (_, def)) in rules.iter().enumerate() {
         let Some(q) = query_for(def, lang) else {
             continue;
         };
-        // Each rule's query alone first: a bad query is reported with its
-        // rule, and the count of its patterns is known.
-        let alone = tree_sitter::Query::new(&grammar, q).map_err(|e| Error::Rule {
-            origin: origin.clone(),
-            rule: def.id.clone(),
-            message: format!("query for {lang}: {e}"),
-        })?;
-        pattern_rule.extend(std::iter::repeat_n(index, alone.pattern_count()));
+        starts.push((source.len(), index));
         source.push_str(q);
         source.push('\n');
     }
-    let rules_query = combined(&grammar, &source, lang, "rules")?;
+    let rules_query = combined(&grammar, &source, lang).map_err(|e| {
+        // Compile each rule alone only to say which one is wrong.
+        first_bad(
+            &grammar,
+            lang,
+            rules.iter().filter_map(|(origin, def)| {
+                query_for(def, lang).map(|q| (origin.as_str(), def.id.as_str(), q))
+            }),
+        )
+        .unwrap_or(e)
+    })?;
+    let pattern_rule = owners(rules_query.as_ref(), &starts);
     let mut source = String::new();
-    let mut pattern_target = Vec::new();
+    let mut starts = Vec::new();
     for (origin, e) in embeds {
         let from: Language = e.from.parse().map_err(|message| Error::RuleFile {
             origin: origin.clone(),
@@ -348,21 +354,27 @@ fn compile_language(
             origin: origin.clone(),
             message: format!("embed to: {message}"),
         })?;
-        let alone = tree_sitter::Query::new(&grammar, &e.query).map_err(|err| Error::RuleFile {
-            origin: origin.clone(),
-            message: format!("embed query for {lang}: {err}"),
-        })?;
-        if alone.capture_index_for_name("code").is_none() {
+        if !e.query.contains("@code") {
             return Err(Error::RuleFile {
                 origin: origin.clone(),
                 message: "an embed query must capture @code".into(),
             });
         }
-        pattern_target.extend(std::iter::repeat_n(to, alone.pattern_count()));
+        starts.push((source.len(), to));
         source.push_str(&e.query);
         source.push('\n');
     }
-    let embeds_query = combined(&grammar, &source, lang, "embeds")?;
+    let embeds_query = combined(&grammar, &source, lang).map_err(|err| {
+        first_bad(
+            &grammar,
+            lang,
+            embeds
+                .iter()
+                .map(|(origin, e)| (origin.as_str(), "embed", e.query.as_str())),
+        )
+        .unwrap_or(err)
+    })?;
+    let pattern_target = owners(embeds_query.as_ref(), &starts);
     Ok(LangRules {
         rules: rules_query,
         pattern_rule,
@@ -371,11 +383,44 @@ fn compile_language(
     })
 }
 
+/// For each pattern of `query`, the owner of the text it starts in.
+fn owners<T: Copy>(query: Option<&tree_sitter::Query>, starts: &[(usize, T)]) -> Vec<T> {
+    let Some(query) = query else {
+        return Vec::new();
+    };
+    (0..query.pattern_count())
+        .filter_map(|i| {
+            let at = query.start_byte_for_pattern(i);
+            let k = starts.partition_point(|&(s, _)| s <= at);
+            starts.get(k.checked_sub(1)?).map(|&(_, owner)| owner)
+        })
+        .collect()
+}
+
+/// The first query (origin, id, text) that does not compile, as an error
+/// naming it.
+fn first_bad<'a>(
+    grammar: &tree_sitter::Language,
+    lang: Language,
+    queries: impl Iterator<Item = (&'a str, &'a str, &'a str)>,
+) -> Option<Error> {
+    queries
+        .filter_map(|(origin, id, q)| {
+            tree_sitter::Query::new(grammar, q)
+                .err()
+                .map(|e| Error::Rule {
+                    origin: origin.to_owned(),
+                    rule: id.to_owned(),
+                    message: format!("query for {lang}: {e}"),
+                })
+        })
+        .next()
+}
+
 fn combined(
     grammar: &tree_sitter::Language,
     source: &str,
     lang: Language,
-    what: &str,
 ) -> Result<Option<tree_sitter::Query>, Error> {
     if source.trim().is_empty() {
         return Ok(None);
@@ -384,6 +429,6 @@ fn combined(
         .map(Some)
         .map_err(|e| Error::RuleFile {
             origin: "rule pack".into(),
-            message: format!("combined {what} query for {lang}: {e}"),
+            message: format!("combined query for {lang}: {e}"),
         })
 }
