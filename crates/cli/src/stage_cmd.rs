@@ -415,8 +415,10 @@ pub struct PromoteArgs {
 fn scan_file(path: &str, content: &[u8]) -> Vec<String> {
     use cordon_codescan::{Language, Scanner, Severity};
     static SCANNER: std::sync::OnceLock<Option<Scanner>> = std::sync::OnceLock::new();
+    static SECRETS: std::sync::OnceLock<cordon_scan::Redactor> = std::sync::OnceLock::new();
     let mut out = Vec::new();
-    if let std::borrow::Cow::Owned(_) = cordon_scan::Redactor::new().redact_bytes(content) {
+    let redactor = SECRETS.get_or_init(cordon_scan::Redactor::new);
+    if let std::borrow::Cow::Owned(_) = redactor.redact_bytes(content) {
         out.push(format!("{path}: holds a secret in a known format"));
     }
     let (Some(lang), Ok(text)) = (

@@ -197,11 +197,58 @@ impl Default for Policy {
 }
 
 fn compile(pattern: &str) -> Option<GlobMatcher> {
-    GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .ok()
-        .map(|g: Glob| g.compile_matcher())
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    // Each glob is compiled once per process: a change set of thousands of
+    // entries is checked against every rule.
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<GlobMatcher>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut cache = match cache.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    cache
+        .entry(pattern.to_owned())
+        .or_insert_with(|| {
+            GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .build()
+                .ok()
+                .map(|g: Glob| g.compile_matcher())
+        })
+        .clone()
+}
+
+/// One rule's globs as a set, built once per process: a change set of
+/// thousands of entries is checked against every rule.
+fn glob_set(patterns: &[String]) -> std::sync::Arc<globset::GlobSet> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Cache = Mutex<HashMap<Vec<String>, Arc<globset::GlobSet>>>;
+    static SETS: OnceLock<Cache> = OnceLock::new();
+    let sets = SETS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut sets = match sets.lock() {
+        Ok(s) => s,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some(set) = sets.get(patterns) {
+        return Arc::clone(set);
+    }
+    let mut builder = globset::GlobSetBuilder::new();
+    for p in patterns {
+        // An invalid glob matches nothing (profiles are checked with
+        // `valid_glob` before a run).
+        if let Ok(g) = GlobBuilder::new(p).literal_separator(true).build() {
+            builder.add(g);
+        }
+    }
+    let set = Arc::new(
+        builder
+            .build()
+            .unwrap_or_else(|_| globset::GlobSet::empty()),
+    );
+    sets.insert(patterns.to_vec(), Arc::clone(&set));
+    set
 }
 
 /// Whether `pattern` is a valid glob (for checking profiles).
@@ -246,10 +293,7 @@ impl Policy {
         let mut matched: Vec<(Action, &str)> = Vec::new();
         for rule in &self.rules {
             let hit = match &rule.matcher {
-                Matcher::Globs(list) => list
-                    .iter()
-                    .filter_map(|g| compile(g))
-                    .any(|m| m.is_match(&change.path)),
+                Matcher::Globs(list) => glob_set(list).is_match(&change.path),
                 Matcher::NewExecutable => change.newly_executable(),
                 Matcher::LargerThan(n) => {
                     change.op != Op::Deleted && change.size.is_some_and(|s| s > *n)

@@ -438,7 +438,6 @@ impl Applier<'_> {
                 // Permission bits only: never setuid, setgid or sticky.
                 rustix::fs::fchmod(&out, Mode::from_raw_mode(e.mode.unwrap_or(0o644) & 0o777))
                     .map_err(|err| io(&e.path, err))?;
-                rustix::fs::fsync(&out).map_err(|err| io(&e.path, err))?;
             }
             k => {
                 return Err(StageError::Refused(format!(
@@ -451,8 +450,8 @@ impl Applier<'_> {
         Ok(tmp)
     }
 
-    fn place(&mut self, e: &Change) -> Result<()> {
-        let tmp = self.stage_new(e)?;
+    /// Swap the staged temporary file in.
+    fn place(&mut self, e: &Change, tmp: String) -> Result<()> {
         match &e.base {
             None => {
                 match self.rename(&tmp, &e.path, RenameFlags::NOREPLACE) {
@@ -572,8 +571,14 @@ pub fn promote(stage: &Stage, chosen: Vec<Change>, allowed_rules: Vec<String>) -
                 a.dir_mode(e)?;
             }
         }
-        for e in &files {
-            a.place(e)?;
+        let staged: Vec<String> = files
+            .iter()
+            .map(|e| a.stage_new(e))
+            .collect::<Result<_>>()?;
+        // One flush of every new file before any of them is swapped in.
+        rustix::fs::syncfs(a.root).map_err(|err| StageError::io(&stage.meta.target, err))?;
+        for (e, tmp) in files.iter().zip(staged) {
+            a.place(e, tmp)?;
         }
         Ok(())
     })();
