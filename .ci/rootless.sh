@@ -10,6 +10,9 @@
 #
 #   sudo .ci/rootless.sh                 # all integration tests
 #   sudo .ci/rootless.sh hostile_net     # only binaries whose name matches
+#
+# The user gets a supplementary group ($user-extra), a range in
+# /etc/subgid if it has none, and a file only that group may read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -25,6 +28,21 @@ if ! id "$user" >/dev/null 2>&1; then
     echo "created user $user"
 fi
 home=$(getent passwd "$user" | cut -d: -f6)
+
+# The user's supplementary group and a file only that group may read
+# (tests/hostile_identity.rs, rootless_only_*): newgidmap must drop the
+# group, which needs a range of the user in /etc/subgid.
+extra="$user-extra"
+getent group "$extra" >/dev/null || groupadd "$extra"
+id -nG "$user" | tr ' ' '\n' | grep -qx "$extra" || usermod -aG "$extra" "$user"
+grep -q "^$user:" /etc/subgid || usermod --add-subgids 200000-265535 "$user"
+group_dir=/var/tmp/cordon-test-group-only
+rm -rf "$group_dir"
+mkdir "$group_dir"
+echo group-secret >"$group_dir/secret"
+chown -R "root:$extra" "$group_dir"
+chmod 0040 "$group_dir/secret"
+chmod 0050 "$group_dir"
 
 # Build as root (cargo and the registry cache live here); collect the
 # integration test executables from cargo's own JSON messages.
@@ -98,6 +116,7 @@ for entry in "${bins[@]}"; do
     (cd "$repo/crates/cli" && runuser -u "$user" -- env -i \
         HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/local/bin:/usr/bin:/bin \
         TMPDIR=/tmp CORDON_TESTS_REQUIRE_ALL=1 CARGO_BIN_EXE_cordon="$cordon_bin" "${static_env[@]}" \
+        CORDON_TEST_GROUP_FILE="$group_dir/secret" \
         RUST_BACKTRACE=1 "$exe" --test-threads=2 --skip root_only_) >"$log" 2>&1
     rc=$?
     set -e

@@ -415,14 +415,95 @@ fn identity_and_group_handling_are_reported_by_run_and_doctor() {
             .unwrap()
             .into_iter()
             .any(|g| g.as_raw() != primary);
-        let want = if extra { "kept" } else { "none" };
-        assert_eq!(id["groups"], want, "{id}");
-        if extra {
+        if !extra {
+            assert_eq!(id["groups"], "none", "{id}");
+        } else if id["groups"] != "dropped (newgidmap)" {
+            assert_eq!(id["groups"], "kept", "{id}");
             assert!(
                 o.stderr.contains("supplementary groups"),
                 "kept groups were not said: {}",
                 o.stderr
             );
+            let detail = id["detail"].as_str().unwrap_or_default();
+            assert!(
+                ["uidmap", "usermod --add-subgids", "primary group"]
+                    .iter()
+                    .any(|fix| detail.contains(fix)),
+                "kept groups without the fix: {detail}"
+            );
+            skip_unless(
+                false,
+                &format!("newgidmap cannot drop this user's groups here: {detail}"),
+            );
         }
     }
+}
+
+/// The file of .ci/rootless.sh that only its supplementary group may read.
+const GROUP_FILE: &str = "CORDON_TEST_GROUP_FILE";
+
+/// Layer: `newgidmap` (the group map, with `setgroups` left allowed) and
+/// `setgroups(0, NULL)` in the sandbox's init, for an unprivileged caller
+/// (root's path is `root_only_supplementary_groups_do_not_grant_access_inside`).
+/// .ci/rootless.sh runs this as its user, a member of a group that alone
+/// may read `$CORDON_TEST_GROUP_FILE` (another owner's file, mode 0040, in
+/// a 0050 directory): the control reads it on the host, the workload may
+/// not through a --ro bind, and with the layer taken away (the identity
+/// test switch) the same run reads it.
+#[test]
+fn rootless_only_supplementary_groups_are_dropped_with_newgidmap() {
+    if ready()
+        || skip_unless(
+            !is_root(),
+            "root's groups are dropped without newgidmap (root_only_supplementary_groups_do_not_grant_access_inside); .ci/rootless.sh runs this as its user",
+        )
+    {
+        return;
+    }
+    let Some(file) = std::env::var_os(GROUP_FILE).map(PathBuf::from) else {
+        skip_unless(
+            false,
+            &format!("{GROUP_FILE} is unset (.ci/rootless.sh makes the file and the group)"),
+        );
+        return;
+    };
+    // Control: only the group grants it, and it does on the host.
+    let meta = std::fs::metadata(&file).unwrap();
+    let me = rustix::process::getuid().as_raw();
+    assert_ne!(meta.uid(), me, "the fixture must be another user's");
+    assert_eq!(meta.mode() & 0o777, 0o040, "the fixture must be group-only");
+    let mine = rustix::process::getgroups().unwrap();
+    assert!(
+        mine.iter().any(|g| g.as_raw() == meta.gid())
+            && rustix::process::getgid().as_raw() != meta.gid(),
+        "the fixture's group {} is not a supplementary group of this user",
+        meta.gid()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "group-secret\n",
+        "control: the group does not grant access on the host"
+    );
+
+    let w = Workdir::new();
+    let dir = file.parent().unwrap().display().to_string();
+    let script = format!(
+        "grep '^Groups:' /proc/self/status; if cat {0} 2>/dev/null; then echo READ; else echo refused; fi",
+        file.display()
+    );
+    let flags = ["--ro", dir.as_str()];
+    let o = w.sh(&flags, &script);
+    assert_eq!(o.code, 0, "{} {}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("refused"), "{}", o.stdout);
+    assert!(!o.stdout.contains("group-secret"), "{}", o.stdout);
+    let groups = o.stdout.lines().next().unwrap_or_default();
+    assert_eq!(groups.trim_end(), "Groups:", "groups left inside: {}", o.stdout);
+    let id = &o.report["enforcement"]["identity"];
+    assert_eq!(id["groups"], "dropped (newgidmap)", "{id}");
+    assert_eq!(id["host_gid"], rustix::process::getgid().as_raw(), "{id}");
+
+    // Without the layer the group reads it inside too, and it is said.
+    let o = w.run_without("identity", &flags, &["/bin/sh", "-c", &script]);
+    assert!(o.stdout.contains("group-secret"), "{} {}", o.stdout, o.stderr);
+    assert_eq!(o.report["enforcement"]["identity"]["groups"], "kept");
 }

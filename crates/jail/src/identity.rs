@@ -18,8 +18,16 @@
 //! Supplementary groups: root may drop them (`setgroups(0, NULL)` in the
 //! sandbox's init, with the group map written by root, which needs no
 //! `setgroups=deny`). An unprivileged caller must deny `setgroups` to map
-//! its own gid, so its groups stay in the credentials; the report and
-//! `cordon doctor` say so.
+//! its own gid itself; so when it has supplementary groups, the setuid
+//! `newgidmap` (package `uidmap`) writes the group map instead and the init
+//! drops them the same way. `newgidmap` leaves `setgroups` allowed only
+//! when the map holds one of the caller's `/etc/subgid` ids, so the map is
+//! the caller's gid as 1000 plus the first subordinate gid as
+//! [`SPARE_GID`], which no process of the sandbox holds. Without
+//! `newgidmap` or a subordinate range the groups stay in the credentials
+//! and the report and `cordon doctor` say so, with the fix. A caller
+//! without supplementary groups never runs `newgidmap` (it costs a setuid
+//! fork and exec per run).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -36,6 +44,10 @@ use crate::sys::{self, Forked};
 /// (`/etc/subgid`) gives root no range: a high id that no account has.
 pub const FALLBACK_HOST_ID: u32 = 2_147_418_112;
 
+/// The sandbox's gid for the caller's first subordinate gid, mapped only
+/// so that `newgidmap` leaves `setgroups` allowed; no process holds it.
+pub const SPARE_GID: u32 = 65_533;
+
 /// The identity a run had, for the report and `cordon doctor`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdentityReport {
@@ -50,7 +62,8 @@ pub struct IdentityReport {
     /// How the declared binds reach the sandbox's identity: `direct` (it
     /// is the caller) or `idmapped` (host uid 0 shown as the sandbox's).
     pub binds: String,
-    /// The caller's supplementary groups: `dropped`, `none` (it had none)
+    /// The caller's supplementary groups: `dropped` (root),
+    /// `dropped (newgidmap)` (an unprivileged caller), `none` (it had none)
     /// or `kept` (they still grant access inside).
     pub groups: String,
     /// One sentence: what is in force and why.
@@ -75,6 +88,82 @@ pub(crate) struct Identity {
     /// One detached, idmapped mount per declared bind (in the plan's
     /// order), or none.
     pub idmapped: Vec<OwnedFd>,
+    /// An unprivileged caller's group map is written by `newgidmap`.
+    pub newgidmap: Option<Newgidmap>,
+}
+
+/// How `newgidmap` maps an unprivileged caller's group.
+#[derive(Debug)]
+pub(crate) struct Newgidmap {
+    tool: std::path::PathBuf,
+    /// The first gid of the caller's `/etc/subgid` range.
+    subgid: u32,
+}
+
+impl Newgidmap {
+    /// Whether `newgidmap` will map the caller's gid with `setgroups`
+    /// left allowed, or why not (with the fix). It checks the same itself.
+    fn plan(uid: u32, gid: u32) -> std::result::Result<Newgidmap, String> {
+        let tool = tool_path("newgidmap")
+            .ok_or("newgidmap is not installed (install the package uidmap)")?;
+        let (name, primary) =
+            account(uid).ok_or(format!("uid {uid} has no account for newgidmap to check"))?;
+        if primary != gid {
+            return Err(format!(
+                "the current group {gid} is not the account's primary group {primary}, which newgidmap requires (run cordon without sg/newgrp)"
+            ));
+        }
+        let subgid = subordinate("/etc/subgid", &[&name, &uid.to_string()]).ok_or(format!(
+            "{name} has no range in /etc/subgid for newgidmap (add one: `usermod --add-subgids 200000-265535 {name}`)"
+        ))?;
+        Ok(Newgidmap { tool, subgid })
+    }
+
+    /// Write the group map of the sandbox `pid`: `1000 gid 1` and the
+    /// spare subordinate gid. A failure refuses the run: the report
+    /// already says the groups are dropped.
+    fn write(&self, pid: libc::pid_t, host_gid: u32) -> Result<()> {
+        let out = std::process::Command::new(&self.tool)
+            .env_clear()
+            .arg(pid.to_string())
+            .args([SANDBOX_GID, host_gid, 1, SPARE_GID, self.subgid, 1].map(|n| n.to_string()))
+            .stdin(std::process::Stdio::null())
+            .output();
+        let why = match out {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => format!("{} ({})", String::from_utf8_lossy(&o.stderr).trim(), o.status),
+            Err(e) => e.to_string(),
+        };
+        Err(JailError::Setup {
+            layer: Layer::UserNamespace,
+            message: format!(
+                "{} could not write the sandbox's group map, so the caller's supplementary groups cannot be dropped: {why}",
+                self.tool.display()
+            ),
+            fix: Some(
+                "repair newgidmap and this user's /etc/subgid range, or run cordon as a user without supplementary groups".into(),
+            ),
+        })
+    }
+}
+
+/// The name and primary gid of the account of `uid`.
+fn account(uid: u32) -> Option<(String, u32)> {
+    let mut pw = std::mem::MaybeUninit::<libc::passwd>::uninit();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pw` and `buf` (whose length is
+    // passed) and sets `found` to `pw` or null.
+    let rc = unsafe { libc::getpwuid_r(uid, pw.as_mut_ptr(), buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    // SAFETY: `found` is non-null, so `pw` was filled and its name points
+    // into `buf`, which is still alive.
+    let pw = unsafe { pw.assume_init() };
+    // SAFETY: as above; pw_name is a NUL-terminated string in `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    Some((name.to_string_lossy().into_owned(), pw.pw_gid))
 }
 
 /// The caller's supplementary groups other than its primary group.
@@ -127,21 +216,27 @@ fn groups_sentence(drop: bool, extra: &[u32]) -> String {
     } else if extra.is_empty() {
         "the caller has no supplementary groups".into()
     } else {
-        let have = if tool_exists("newgidmap") {
-            "newgidmap exists but cordon does not use it yet"
-        } else {
-            "newgidmap is not installed"
+        let uid = rustix::process::getuid().as_raw();
+        let gid = rustix::process::getgid().as_raw();
+        let why = match Newgidmap::plan(uid, gid) {
+            Err(why) => why,
+            Ok(_) if crate::test_switch::off(crate::test_switch::Switch::Identity) => {
+                "the identity test switch leaves newgidmap unused".into()
+            }
+            Ok(_) => "the process level has no user namespace to drop them in".into(),
         };
         format!(
-            "the caller's supplementary groups {extra:?} still grant access inside: an unprivileged caller must deny setgroups to map its own group, and {have}; run cordon as a user without them (for example `sg` or a dedicated account)"
+            "the caller's supplementary groups {extra:?} still grant access inside: an unprivileged caller must deny setgroups to map its own group, and {why}; or run cordon as a user without them (a dedicated account)"
         )
     }
 }
 
-fn tool_exists(name: &str) -> bool {
+/// `name` in the system's binary directories (never the caller's PATH).
+fn tool_path(name: &str) -> Option<std::path::PathBuf> {
     ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"]
         .iter()
-        .any(|d| Path::new(d).join(name).exists())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
 }
 
 impl Identity {
@@ -166,6 +261,7 @@ impl Identity {
             },
             drop_groups: drop,
             idmapped: Vec::new(),
+            newgidmap: None,
         };
         if level == IsolationLevel::Process {
             let mut id = caller(
@@ -178,6 +274,20 @@ impl Identity {
             id.report.uid = uid;
             id.report.gid = gid;
             return id;
+        }
+        if uid != 0 && !extra.is_empty() && !crate::test_switch::off(crate::test_switch::Switch::Identity) {
+            if let Ok(map) = Newgidmap::plan(uid, gid) {
+                let mut id = caller(
+                    true,
+                    format!(
+                        "the sandbox is the caller (uid {uid}); the caller's supplementary groups are dropped (newgidmap maps gid {gid} and subordinate gid {} with setgroups allowed, setgroups(0) inside)",
+                        map.subgid
+                    ),
+                );
+                id.report.groups = "dropped (newgidmap)".into();
+                id.newgidmap = Some(map);
+                return id;
+            }
         }
         if uid != 0 {
             return caller(
@@ -221,6 +331,7 @@ impl Identity {
                 },
                 drop_groups: true,
                 idmapped,
+                newgidmap: None,
             },
             Err(why) => caller(
                 true,
@@ -246,7 +357,10 @@ impl Identity {
         }
         let r = &self.report;
         write("uid_map", format!("{} {} 1", r.uid, r.host_uid))?;
-        write("gid_map", format!("{} {} 1", r.gid, r.host_gid))
+        match &self.newgidmap {
+            Some(map) => map.write(pid, r.host_gid),
+            None => write("gid_map", format!("{} {} 1", r.gid, r.host_gid)),
+        }
     }
 
     /// Give the pipes the workload writes its output to to the sandbox's
@@ -400,6 +514,27 @@ mod tests {
         assert_eq!(subordinate(&f, &["alice"]), Some(100_000));
         assert_eq!(subordinate(&f, &["bad"]), None);
         assert_eq!(subordinate(&f, &["nobody"]), None);
+    }
+
+    /// A newgidmap that fails refuses the run (the report already says
+    /// the groups are dropped), naming the layer and the fix.
+    #[test]
+    fn a_failing_newgidmap_refuses_the_run() {
+        let map = Newgidmap {
+            tool: "/bin/false".into(),
+            subgid: 100_000,
+        };
+        match map.write(1, 1000) {
+            Err(JailError::Setup {
+                layer: Layer::UserNamespace,
+                message,
+                fix: Some(fix),
+            }) => {
+                assert!(message.contains("cannot be dropped"), "{message}");
+                assert!(fix.contains("subgid"), "{fix}");
+            }
+            other => panic!("not refused: {other:?}"),
+        }
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub enum Switch {
     Session,
     /// Started by root, the sandbox stays host uid 0 (no unprivileged
     /// host identity, no idmapped binds); groups are still dropped.
+    /// Started by another user, newgidmap is not used: its supplementary
+    /// groups are kept (and said to be).
     Identity,
 }
 
