@@ -497,13 +497,23 @@ fn rootless_only_supplementary_groups_are_dropped_with_newgidmap() {
     assert!(o.stdout.contains("refused"), "{}", o.stdout);
     assert!(!o.stdout.contains("group-secret"), "{}", o.stdout);
     let groups = o.stdout.lines().next().unwrap_or_default();
-    assert_eq!(groups.trim_end(), "Groups:", "groups left inside: {}", o.stdout);
+    assert_eq!(
+        groups.trim_end(),
+        "Groups:",
+        "groups left inside: {}",
+        o.stdout
+    );
     let id = &o.report["enforcement"]["identity"];
     assert_eq!(id["groups"], "dropped (newgidmap)", "{id}");
     assert_eq!(id["host_gid"], rustix::process::getgid().as_raw(), "{id}");
 
     // Without the layer the group reads it inside too, and it is said.
     let o = w.run_without("identity", &flags, &["/bin/sh", "-c", &script]);
-    assert!(o.stdout.contains("group-secret"), "{} {}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("group-secret"),
+        "{} {}",
+        o.stdout,
+        o.stderr
+    );
     assert_eq!(o.report["enforcement"]["identity"]["groups"], "kept");
 }

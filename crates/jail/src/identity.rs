@@ -131,7 +131,11 @@ impl Newgidmap {
             .output();
         let why = match out {
             Ok(o) if o.status.success() => return Ok(()),
-            Ok(o) => format!("{} ({})", String::from_utf8_lossy(&o.stderr).trim(), o.status),
+            Ok(o) => format!(
+                "{} ({})",
+                String::from_utf8_lossy(&o.stderr).trim(),
+                o.status
+            ),
             Err(e) => e.to_string(),
         };
         Err(JailError::Setup {
@@ -154,7 +158,15 @@ fn account(uid: u32) -> Option<(String, u32)> {
     let mut found = std::ptr::null_mut();
     // SAFETY: getpwuid_r writes into `pw` and `buf` (whose length is
     // passed) and sets `found` to `pw` or null.
-    let rc = unsafe { libc::getpwuid_r(uid, pw.as_mut_ptr(), buf.as_mut_ptr(), buf.len(), &mut found) };
+    let rc = unsafe {
+        libc::getpwuid_r(
+            uid,
+            pw.as_mut_ptr(),
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
     if rc != 0 || found.is_null() {
         return None;
     }
@@ -275,7 +287,10 @@ impl Identity {
             id.report.gid = gid;
             return id;
         }
-        if uid != 0 && !extra.is_empty() && !crate::test_switch::off(crate::test_switch::Switch::Identity) {
+        if uid != 0
+            && !extra.is_empty()
+            && !crate::test_switch::off(crate::test_switch::Switch::Identity)
+        {
             if let Ok(map) = Newgidmap::plan(uid, gid) {
                 let mut id = caller(
                     true,
