@@ -151,7 +151,9 @@ impl Newgidmap {
     }
 }
 
-/// The name and primary gid of the account of `uid`.
+/// The name and primary gid of the account of `uid`, looked up as
+/// `newgidmap` does (libc's `getpwuid_r`, through NSS; rustix has no
+/// account lookup and a crate for this one call is not worth it).
 fn account(uid: u32) -> Option<(String, u32)> {
     let mut pw = std::mem::MaybeUninit::<libc::passwd>::uninit();
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
