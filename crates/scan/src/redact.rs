@@ -176,17 +176,23 @@ const ASSIGNMENT_PATTERNS: &[&str] = &["password", "credential"];
 /// (`session` + `_token_key`), with room to spare.
 const MAX_SUFFIX: usize = 16;
 
+/// Every byte an assignment pattern allows between an anchor and its
+/// `:` or `=`, ASCII-case-insensitively: the letters of the name suffixes
+/// the patterns spell after their anchors (`sig` + `nature`, `session` +
+/// `_id`/`_token`, any name + `_key`) and the separators. A name that goes
+/// on with another letter (`queued_signals = 256` in every profile, which
+/// would compile the largest regex on every audited run) is no match.
+const SUFFIX_BYTES: &[u8] = b"natureidokey_-";
+
 /// Whether `input[at..]` can continue an assignment pattern: up to
-/// [`MAX_SUFFIX`] name bytes, an optional quote, blanks, then `:` or `=`.
-/// Every match of those patterns passes this check (it is looser than
-/// they are), so skipping the regex when it fails loses nothing.
+/// [`MAX_SUFFIX`] name bytes from [`SUFFIX_BYTES`], an optional quote,
+/// blanks, then `:` or `=`. Every match of those patterns passes this
+/// check (it is looser than they are), so skipping the regex when it fails
+/// loses nothing.
 fn assignment_follows(input: &[u8], at: usize) -> bool {
     let rest = input.get(at..).unwrap_or_default();
     let mut i = 0;
-    while i < rest.len()
-        && i < MAX_SUFFIX
-        && (rest[i].is_ascii_alphanumeric() || rest[i] == b'_' || rest[i] == b'-')
-    {
+    while i < rest.len() && i < MAX_SUFFIX && SUFFIX_BYTES.contains(&rest[i].to_ascii_lowercase()) {
         i += 1;
     }
     if matches!(rest.get(i), Some(b'"' | b'\'')) {
@@ -881,6 +887,9 @@ mod prefilter_tests {
             "authentication failed for the session; the token expired",
             "see the design notes on secrets",
             "password reset link sent",
+            "queued_signals = 256",
+            "pending_signals: 3",
+            "tokens_used=12",
         ] {
             let kinds = candidate_kinds(prose);
             assert!(
@@ -893,6 +902,13 @@ mod prefilter_tests {
             ("\"api_key\": \"abc123def\"", "credential"),
             ("client_secret:abc", "credential"),
             ("X-Amz-Signature=abcdef", "credential"),
+            ("x-goog-signature: abcdef", "credential"),
+            ("SIGNATURE_KEY=abcdef", "credential"),
+            ("sessionid=abc123def", "credential"),
+            ("session-id: abc123def", "credential"),
+            ("access-key=abc123def", "credential"),
+            ("auth_key = abc123def", "credential"),
+            ("private_key: abc123def", "credential"),
             ("PASSWORD\t: hunter2", "password"),
             ("passphrase='x y'", "password"),
         ] {
