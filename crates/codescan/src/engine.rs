@@ -236,7 +236,7 @@ impl Scanner {
         depth: usize,
         out: &mut ScanResult,
     ) -> Result<(), Error> {
-        let Some(rules) = self.compiled.langs.get(&lang) else {
+        let Some(rules) = self.compiled.lang(lang)? else {
             return Ok(());
         };
         let mut parser = tree_sitter::Parser::new();

@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use regex::Regex;
 use serde::Deserialize;
@@ -65,6 +66,10 @@ struct RuleDef {
     /// `hosts`: the rule reports hosts the caller does not allow (see
     /// [`crate::Scanner::host_findings`]).
     check: Option<String>,
+    /// From cordon's own file (compiled when first needed; a test proves
+    /// it compiles), not from a user's (compiled up front to refuse it).
+    #[serde(skip)]
+    builtin: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -73,6 +78,8 @@ struct EmbedDef {
     from: String,
     to: String,
     query: String,
+    #[serde(skip)]
+    builtin: bool,
 }
 
 /// Rules and embeddings, merged from one or more rule files, not yet
@@ -102,7 +109,7 @@ impl RulePack {
     /// cordon's own rules.
     pub fn builtin() -> Result<RulePack, Error> {
         let mut pack = RulePack::default();
-        pack.add_str("builtin", BUILTIN_RULES)?;
+        pack.add("builtin", BUILTIN_RULES, true)?;
         Ok(pack)
     }
 
@@ -117,18 +124,24 @@ impl RulePack {
 
     /// Add the rules of a rule-file text; `origin` names it in errors.
     pub fn add_str(&mut self, origin: &str, text: &str) -> Result<(), Error> {
+        self.add(origin, text, false)
+    }
+
+    fn add(&mut self, origin: &str, text: &str, builtin: bool) -> Result<(), Error> {
         let file: PackFile = toml::from_str(text).map_err(|e| Error::RuleFile {
             origin: origin.to_owned(),
             message: e.to_string(),
         })?;
-        for def in file.rule {
+        for mut def in file.rule {
+            def.builtin = builtin;
             self.rules.retain(|(_, r)| r.id != def.id);
             if !def.disabled {
                 check_complete(origin, &def)?;
                 self.rules.push((origin.to_owned(), def));
             }
         }
-        for e in file.embed {
+        for mut e in file.embed {
+            e.builtin = builtin;
             self.embeds.push((origin.to_owned(), e));
         }
         Ok(())
@@ -159,11 +172,36 @@ impl RulePack {
         for (origin, def) in &self.rules {
             rules.push(compile_rule(origin, def)?);
         }
+        for (origin, e) in &self.embeds {
+            embed_languages(origin, e)?;
+        }
+        // Compiling a language's queries is most of a scanner's start-up, so
+        // a language is compiled when a text in it is first scanned, unless a
+        // user's rule or embedding has a query for it: that is compiled now,
+        // so that a bad one is refused, naming its file and rule, before
+        // anything runs.
         let mut langs = BTreeMap::new();
         for lang in Language::ALL {
-            langs.insert(lang, compile_language(lang, &self.rules, &self.embeds)?);
+            let user = self
+                .rules
+                .iter()
+                .any(|(_, d)| !d.builtin && query_for(d, lang).is_some())
+                || self.embeds.iter().any(|(origin, e)| {
+                    !e.builtin
+                        && embed_languages(origin, e).is_ok_and(|(from, _)| embeds_in(from, lang))
+                });
+            let cell = OnceLock::new();
+            if user {
+                let _ = cell.set(Ok(compile_language(lang, &self.rules, &self.embeds)?));
+            }
+            langs.insert(lang, cell);
         }
-        Ok(Compiled { rules, langs })
+        Ok(Compiled {
+            rules,
+            langs,
+            defs: self.rules.clone(),
+            embeds: self.embeds.clone(),
+        })
     }
 }
 
@@ -233,7 +271,51 @@ pub(crate) struct LangRules {
 #[derive(Debug)]
 pub(crate) struct Compiled {
     pub rules: Vec<Rule>,
-    pub langs: BTreeMap<Language, LangRules>,
+    /// Each language's queries, compiled once, when first needed.
+    langs: BTreeMap<Language, OnceLock<Result<LangRules, Error>>>,
+    defs: Vec<(String, RuleDef)>,
+    embeds: Vec<(String, EmbedDef)>,
+}
+
+impl Compiled {
+    /// A language's queries, compiled on first use.
+    pub fn lang(&self, lang: Language) -> Result<Option<&LangRules>, Error> {
+        let Some(cell) = self.langs.get(&lang) else {
+            return Ok(None);
+        };
+        match cell.get_or_init(|| compile_language(lang, &self.defs, &self.embeds)) {
+            Ok(rules) => Ok(Some(rules)),
+            Err(e) => Err(Error::RuleFile {
+                origin: "rule pack".into(),
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// The languages an embedding is from and to; an error names a bad one.
+fn embed_languages(origin: &str, e: &EmbedDef) -> Result<(Language, Language), Error> {
+    let from: Language = e.from.parse().map_err(|message| Error::RuleFile {
+        origin: origin.to_owned(),
+        message: format!("embed from: {message}"),
+    })?;
+    let to: Language = e.to.parse().map_err(|message| Error::RuleFile {
+        origin: origin.to_owned(),
+        message: format!("embed to: {message}"),
+    })?;
+    if !e.query.contains("@code") {
+        return Err(Error::RuleFile {
+            origin: origin.to_owned(),
+            message: "an embed query must capture @code".into(),
+        });
+    }
+    Ok((from, to))
+}
+
+/// Whether an embedding from `from` is looked for in texts in `lang`.
+fn embeds_in(from: Language, lang: Language) -> bool {
+    from.family() == lang.family()
+        || (from == Language::JavaScript && lang.family() == Language::TypeScript)
 }
 
 fn regex(origin: &str, id: &str, what: &str, pattern: &str) -> Result<Regex, Error> {
@@ -341,24 +423,9 @@ fn compile_language(
     let mut source = String::new();
     let mut starts = Vec::new();
     for (origin, e) in embeds {
-        let from: Language = e.from.parse().map_err(|message| Error::RuleFile {
-            origin: origin.clone(),
-            message: format!("embed from: {message}"),
-        })?;
-        if from.family() != lang.family()
-            && !(from == Language::JavaScript && lang.family() == Language::TypeScript)
-        {
+        let (from, to) = embed_languages(origin, e)?;
+        if !embeds_in(from, lang) {
             continue;
-        }
-        let to: Language = e.to.parse().map_err(|message| Error::RuleFile {
-            origin: origin.clone(),
-            message: format!("embed to: {message}"),
-        })?;
-        if !e.query.contains("@code") {
-            return Err(Error::RuleFile {
-                origin: origin.clone(),
-                message: "an embed query must capture @code".into(),
-            });
         }
         starts.push((source.len(), to));
         source.push_str(&e.query);
@@ -370,6 +437,9 @@ fn compile_language(
             lang,
             embeds
                 .iter()
+                .filter(|(origin, e)| {
+                    embed_languages(origin, e).is_ok_and(|(from, _)| embeds_in(from, lang))
+                })
                 .map(|(origin, e)| (origin.as_str(), "embed", e.query.as_str())),
         )
         .unwrap_or(err)

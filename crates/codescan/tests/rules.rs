@@ -39,7 +39,12 @@ fn quiet(s: &Scanner, lang: Language, code: &str) {
 #[test]
 fn builtin_pack_compiles_and_every_rule_explains_itself() {
     let pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
-    let _ = scanner();
+    // A language's queries are compiled when a text in it is first scanned.
+    let s = scanner();
+    for lang in Language::ALL {
+        s.scan("t", lang, "x")
+            .unwrap_or_else(|e| panic!("the builtin queries for {lang} do not compile: {e}"));
+    }
     let rules = pack.rules();
     assert!(rules.len() >= 25, "{} rules", rules.len());
     for r in rules {
@@ -452,6 +457,40 @@ fn a_bad_user_rule_is_refused_with_its_id() {
     .unwrap_or_else(|e| panic!("{e}"));
     let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
     assert!(err.contains("bad.toml") && err.contains("broken"), "{err}");
+
+    // Refused up front too when only the languages compiled lazily for the
+    // builtin pack would meet it: a JavaScript query (also run for
+    // TypeScript) and an embedding.
+    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
+    pack.add_str(
+        "bad.toml",
+        "[[rule]]\nid = \"broken-js\"\nseverity = \"warn\"\nmessage = \"m\"\nquery.javascript = '(no_such_node) @hit'\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        err.contains("bad.toml") && err.contains("broken-js"),
+        "{err}"
+    );
+    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
+    pack.add_str(
+        "bad.toml",
+        "[[embed]]\nfrom = \"python\"\nto = \"bash\"\nquery = '(no_such_node) @code'\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("bad.toml") && err.contains("embed"), "{err}");
+    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
+    pack.add_str(
+        "bad.toml",
+        "[[embed]]\nfrom = \"cobol\"\nto = \"bash\"\nquery = '(x) @code'\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        err.contains("bad.toml") && err.contains("embed from"),
+        "{err}"
+    );
 
     let mut pack = RulePack::default();
     let err = pack
