@@ -447,46 +447,39 @@ disabled = true
     assert!(ids(&s, Language::Bash, "curl x | sh").is_empty());
 }
 
+/// The error `Scanner::new` gives for cordon's rules plus `text` as a
+/// user's rule file `bad.toml`.
+fn refused(text: &str) -> String {
+    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
+    pack.add_str("bad.toml", text)
+        .unwrap_or_else(|e| panic!("{e}"));
+    match Scanner::new(&pack) {
+        Ok(_) => panic!("a bad rule file was accepted: {text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[test]
 fn a_bad_user_rule_is_refused_with_its_id() {
-    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
-    pack.add_str(
-        "bad.toml",
+    let err = refused(
         "[[rule]]\nid = \"broken\"\nseverity = \"warn\"\nmessage = \"m\"\nquery.bash = '(no_such_node) @hit'\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    );
     assert!(err.contains("bad.toml") && err.contains("broken"), "{err}");
 
     // Refused up front too when only the languages compiled lazily for the
     // builtin pack would meet it: a JavaScript query (also run for
     // TypeScript) and an embedding.
-    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
-    pack.add_str(
-        "bad.toml",
+    let err = refused(
         "[[rule]]\nid = \"broken-js\"\nseverity = \"warn\"\nmessage = \"m\"\nquery.javascript = '(no_such_node) @hit'\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    );
     assert!(
         err.contains("bad.toml") && err.contains("broken-js"),
         "{err}"
     );
-    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
-    pack.add_str(
-        "bad.toml",
-        "[[embed]]\nfrom = \"python\"\nto = \"bash\"\nquery = '(no_such_node) @code'\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    let err =
+        refused("[[embed]]\nfrom = \"python\"\nto = \"bash\"\nquery = '(no_such_node) @code'\n");
     assert!(err.contains("bad.toml") && err.contains("embed"), "{err}");
-    let mut pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
-    pack.add_str(
-        "bad.toml",
-        "[[embed]]\nfrom = \"cobol\"\nto = \"bash\"\nquery = '(x) @code'\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let err = Scanner::new(&pack).map(|_| ()).unwrap_err().to_string();
+    let err = refused("[[embed]]\nfrom = \"cobol\"\nto = \"bash\"\nquery = '(x) @code'\n");
     assert!(
         err.contains("bad.toml") && err.contains("embed from"),
         "{err}"
