@@ -21,6 +21,9 @@ pub enum SessionError {
     /// The spawner process is gone (the server must be restarted).
     #[error("the sandbox spawner is gone: {0}")]
     SpawnerGone(String),
+    /// A code context's interpreter could not be started or used.
+    #[error("code context: {0}")]
+    Context(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

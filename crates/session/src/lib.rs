@@ -23,10 +23,12 @@
 mod error;
 
 pub use error::{Result, SessionError};
+mod context;
 mod engine;
 mod process;
 mod spawner;
 
+pub use context::{CellError, CellResult, CodeContext, Language, DEFAULT_CELL_TIMEOUT};
 pub use engine::{
     CreateSession, EndCause, Engine, EngineConfig, Process, Session, SessionInfo, SessionState,
     SessionUsage, Teardown,

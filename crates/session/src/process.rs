@@ -88,9 +88,16 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EventKind {
-    Started { pid: u64 },
-    Output { stream: StreamName, data: Vec<u8> },
+    Started {
+        pid: u64,
+    },
+    Output {
+        stream: StreamName,
+        data: Vec<u8>,
+    },
     /// Older events were dropped from the buffer (more than its cap).
-    Gap { dropped_events: u64 },
+    Gap {
+        dropped_events: u64,
+    },
     Exited(ExitInfo),
 }
