@@ -17,7 +17,9 @@ use anyhow::Context;
 use clap::Args;
 use cordon_policy::{CwdAccess, NetworkMode, OnUnlisted, Profile, TrustLevel};
 
-use crate::{egress_bridge, learn, plan};
+use cordon_plan::egress;
+
+use crate::learn;
 
 #[derive(Debug, Args)]
 #[command(
@@ -40,7 +42,7 @@ pub struct LearnArgs {
     read_write: Vec<PathBuf>,
     /// Map a host name for the proxy only, like curl's --resolve
     /// (HOST[:PORT]=ADDR); not written into the profile.
-    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress_bridge::parse_resolve)]
+    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress::parse_resolve)]
     resolve: Vec<(String, cordon_egress::OverrideAddr)>,
     /// Also write what was observed as JSON: every path with its access,
     /// every proxy attempt, the outcome (for programs).
@@ -68,13 +70,13 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
         )
         .collect::<anyhow::Result<_>>()?;
     let profile = learning_profile(&writable, args.timeout);
-    let mut spec = plan::spec_for(&profile, args.command.clone(), &cwd)?;
+    let mut spec = cordon_plan::spec_for(&profile, args.command.clone(), &cwd)?;
     spec.observe = true;
-    let _host_tools = plan::protect_host_tools(&profile, &mut spec);
+    let _host_tools = cordon_plan::protect_host_tools(&profile, &mut spec);
 
-    let recorder = Arc::new(egress_bridge::Recorder::new(None)?);
+    let recorder = Arc::new(egress::Recorder::new(None)?);
     let mut hooks = LearnHooks {
-        egress: Some(egress_bridge::config(
+        egress: Some(egress::config(
             &profile,
             &cordon_audit::new_run_id(),
             &args.resolve,
@@ -208,20 +210,23 @@ impl cordon_egress::Approver for AllowAll {
 
 struct LearnHooks {
     egress: Option<cordon_egress::EgressConfig>,
-    recorder: Arc<egress_bridge::Recorder>,
+    recorder: Arc<egress::Recorder>,
     proxy: Option<cordon_egress::ProxyHandle>,
 }
 
 impl cordon_jail::Hooks for LearnHooks {
     fn proxy_listener(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
         let config = self.egress.take().ok_or("no egress configuration")?;
-        self.proxy = Some(egress_bridge::start(
-            config,
-            listener,
-            Arc::clone(&self.recorder),
-            None,
-            Some(Arc::new(AllowAll)),
-        )?);
+        self.proxy = Some(
+            egress::start(
+                config,
+                listener,
+                Arc::clone(&self.recorder),
+                None,
+                Some(Arc::new(AllowAll)),
+            )
+            .map_err(|e| e.to_string())?,
+        );
         Ok(())
     }
 }

@@ -6,17 +6,13 @@
 mod audit_bridge;
 mod audit_cmd;
 mod doctor_cmd;
-mod egress_bridge;
-mod host_tools;
 mod learn;
 mod learn_cmd;
-mod plan;
 mod profile_cmd;
 mod run_cmd;
 mod scan_bridge;
 mod scan_cmd;
 mod scan_gate;
-mod secrets;
 mod stage_cmd;
 
 use std::process::ExitCode;

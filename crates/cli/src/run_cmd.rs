@@ -11,7 +11,9 @@ use cordon_policy::{
 };
 use serde::Serialize;
 
-use crate::{audit_bridge, egress_bridge, plan, scan_gate, secrets, stage_cmd};
+use cordon_plan::{egress, secrets};
+
+use crate::{audit_bridge, scan_gate, stage_cmd};
 
 #[derive(Debug, Args)]
 #[command(
@@ -95,7 +97,7 @@ pub struct RunArgs {
     https_only: bool,
     /// For the proxy only, resolve HOST[:PORT] to ADDRESS (like curl's --resolve; repeatable).
     /// Such operator-declared addresses may be private or loopback.
-    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = crate::egress_bridge::parse_resolve)]
+    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress::parse_resolve)]
     resolve: Vec<(String, cordon_egress::OverrideAddr)>,
     /// Audit store (SQLite); default: the profile's audit.path, else ~/.local/state/cordon/audit.db.
     #[arg(long, value_name = "FILE", conflicts_with = "no_audit")]
@@ -183,7 +185,7 @@ struct Report<'a> {
     /// read-only, created by the run, or left unprotected (absent when the
     /// profile opts out).
     #[serde(skip_serializing_if = "Option::is_none")]
-    host_tools: Option<&'a crate::host_tools::HostTools>,
+    host_tools: Option<&'a cordon_plan::HostTools>,
     /// The staged directory's run and change count (`--stage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     stage: Option<&'a stage_cmd::StageReport>,
@@ -250,34 +252,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(g) = gate.as_ref().filter(|g| g.refused()) {
         return refuse(&args, &profile, &cwd, g);
     }
-    let mut spec = plan::spec_for(&profile, args.command.clone(), &cwd)?;
+    let mut spec = cordon_plan::spec_for(&profile, args.command.clone(), &cwd)?;
     if matches!(args.stdin, StdinArg::Null) {
         spec.stdin = cordon_jail::StdinMode::Null;
     }
-    let _private_tmp = plan::private_tmp(&mut spec)?;
-    let mut host_tools = plan::protect_host_tools(&profile, &mut spec);
+    let _private_tmp = cordon_plan::private_tmp(&mut spec)?;
+    let mut host_tools = cordon_plan::protect_host_tools(&profile, &mut spec);
 
     // Secrets: real values stay here; the sandbox gets placeholders and a
     // CA bundle that trusts cordon's per-run authority.
     let resolved = secrets::resolve(&profile.secrets)?;
-    let identity = if resolved.is_empty() {
-        None
-    } else {
-        let extra = match &args.upstream_ca {
-            Some(p) => {
-                Some(std::fs::read(p).with_context(|| format!("--upstream-ca {}", p.display()))?)
-            }
-            None => None,
-        };
-        let id = secrets::identity(&resolved, extra.as_deref())?;
-        let (files, env) = secrets::ca_bundle_overlay(&id.ca_cert_pem());
-        spec.files.extend(files);
-        for (k, v) in env.into_iter().chain(id.placeholders()) {
-            spec.env.retain(|(name, _)| *name != k);
-            spec.env.push((k, v));
+    // The upstream CA file is read only when a secret needs the proxy to
+    // intercept TLS.
+    let extra = match &args.upstream_ca {
+        Some(p) if !resolved.is_empty() => {
+            Some(std::fs::read(p).with_context(|| format!("--upstream-ca {}", p.display()))?)
         }
-        Some(id)
+        _ => None,
     };
+    let identity = secrets::arm(&mut spec, &resolved, extra.as_deref())?;
     let values: Vec<&str> = resolved.iter().map(|r| r.value.as_str()).collect();
     let redactor = cordon_scan::Redactor::with_values(&values);
 
@@ -294,12 +287,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         )?),
         None => None,
     };
-    let recorder = Arc::new(egress_bridge::Recorder::new(args.net_log.as_deref())?);
+    let recorder = Arc::new(egress::Recorder::new(args.net_log.as_deref())?);
     let mut hooks = RunHooks {
         identity: identity.clone(),
         redactor: redactor.clone(),
         egress: if spec.network == cordon_jail::NetworkMode::Proxy {
-            Some(egress_bridge::config(&profile, &run_id, &args.resolve))
+            Some(egress::config(&profile, &run_id, &args.resolve))
         } else {
             None
         },
@@ -517,7 +510,7 @@ struct RunHooks {
     identity: Option<cordon_egress::Identity>,
     redactor: cordon_scan::Redactor,
     egress: Option<cordon_egress::EgressConfig>,
-    recorder: Arc<egress_bridge::Recorder>,
+    recorder: Arc<egress::Recorder>,
     proxy: Option<cordon_egress::ProxyHandle>,
     audit_plan: Option<AuditPlan>,
     audit: Option<audit_bridge::AuditSession>,
@@ -560,13 +553,16 @@ impl cordon_jail::Hooks for RunHooks {
 
     fn proxy_listener(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
         let config = self.egress.take().ok_or("no egress configuration")?;
-        self.proxy = Some(egress_bridge::start(
-            config,
-            listener,
-            Arc::clone(&self.recorder),
-            self.identity.clone(),
-            None,
-        )?);
+        self.proxy = Some(
+            egress::start(
+                config,
+                listener,
+                Arc::clone(&self.recorder),
+                self.identity.clone(),
+                None,
+            )
+            .map_err(|e| e.to_string())?,
+        );
         Ok(())
     }
 }

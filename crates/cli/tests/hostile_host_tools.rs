@@ -6,7 +6,7 @@
 //! worktree's git directory, a `.git` moved aside and replaced). Then the
 //! test runs the real host git and checks that no marker appeared.
 //!
-//! Layer: the mount layer built by `crates/cli/src/host_tools.rs` —
+//! Layer: the mount layer built by `crates/plan/src/host_tools.rs` —
 //! read-only binds over the files git reads, and every directory on the
 //! way pinned as its own mount point (which the kernel refuses to rename
 //! or remove). Each plant is also run with `protect_host_tools = false`,

@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use cordon_jail::{Bind, Isolation, Layer, Limits, Spec, StdinMode};
 use cordon_policy::{CwdAccess, NetworkMode, OnOutputLimit, Profile};
+
+use crate::host_tools::{self, HostTools};
+use crate::PlanError;
 
 /// Where the egress proxy listens inside the sandbox's own network
 /// namespace (any port works there; a fixed one keeps the environment
@@ -26,35 +28,37 @@ fn base_env(cwd_inside: &Path) -> Vec<(String, String)> {
     ]
 }
 
-fn set_env(env: &mut Vec<(String, String)>, key: &str, value: String) {
+pub(crate) fn set_env(env: &mut Vec<(String, String)>, key: &str, value: String) {
     env.retain(|(k, _)| k != key);
     env.push((key.to_owned(), value));
 }
 
-/// Build the spec for `argv` under `profile`, run from `cwd`.
-pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Result<Spec> {
+/// Build the spec for `argv` under `profile`, run from `cwd` (a host
+/// directory; declared paths are bound at the same path inside, so it is
+/// also the working directory inside unless the profile's `cwd = "none"`,
+/// which makes it /tmp). `argv` is not looked at here: it may be empty
+/// (see [`sandbox_spec`]).
+pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> Result<Spec, PlanError> {
     let home = home_dir();
     let mut binds = Vec::new();
     let lexical_cwd = cordon_policy::normalize(cwd);
     for rule in profile.mounts(cwd, &home) {
         let flag = if rule.writable { "--rw" } else { "--ro" };
-        let canonical = std::fs::canonicalize(&rule.path).with_context(|| {
-            format!(
-                "{}: cannot use this path ({flag}); create it first or remove it from the profile/flags",
-                rule.path.display()
-            )
+        let canonical = std::fs::canonicalize(&rule.path).map_err(|source| PlanError::Path {
+            path: rule.path.clone(),
+            flag,
+            source,
         })?;
         // A declared path that goes through a symlink is refused: a link
         // planted by an earlier sandbox in a writable directory must not
         // turn a later `--ro dir/data` into a view of /etc or ~/.ssh.
         // (The working directory itself is resolved silently.)
         if canonical != rule.path && rule.path != lexical_cwd {
-            bail!(
-                "{}: this path goes through a symlink (it resolves to {}); cordon binds only real locations, so name {} with {flag} if that is what the command needs",
-                rule.path.display(),
-                canonical.display(),
-                canonical.display()
-            );
+            return Err(PlanError::Symlink {
+                path: rule.path,
+                resolved: canonical,
+                flag,
+            });
         }
         binds.push(Bind {
             path: canonical,
@@ -63,7 +67,7 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
     }
     let cwd_inside = match profile.filesystem.cwd {
         CwdAccess::None => PathBuf::from("/tmp"),
-        _ => std::fs::canonicalize(cwd).context("cannot resolve the current directory")?,
+        _ => std::fs::canonicalize(cwd).map_err(PlanError::Cwd)?,
     };
 
     let network = match profile.network.mode {
@@ -142,36 +146,43 @@ pub fn spec_for(profile: &Profile, argv: Vec<String>, cwd: &Path) -> anyhow::Res
     Ok(spec)
 }
 
+/// The spec of a long-lived sandbox (`cordon serve`): [`spec_for`] with an
+/// empty argv, which never fails for being empty. The sandbox runs no
+/// command of its own; each exec brings its argv (the session engine
+/// ignores the spec's). `cwd` is the working directory, on the host and
+/// inside alike (declared paths are bound at the same path).
+pub fn sandbox_spec(profile: &Profile, cwd: &Path) -> Result<Spec, PlanError> {
+    spec_for(profile, Vec::new(), cwd)
+}
+
 /// Bind read-only what host tools run on their own inside the writable
 /// paths (unless the profile opts out), and return what was found for the
 /// check after the run.
-pub fn protect_host_tools(
-    profile: &Profile,
-    spec: &mut Spec,
-) -> Option<crate::host_tools::HostTools> {
+pub fn protect_host_tools(profile: &Profile, spec: &mut Spec) -> Option<HostTools> {
     if !profile.filesystem.protect_host_tools {
         return None;
     }
-    let found = crate::host_tools::find(&spec.binds, &home_dir());
+    let found = host_tools::find(&spec.binds, &home_dir());
     spec.binds.extend(found.binds());
     Some(found)
 }
 
+/// The caller's home (`$HOME`, else `/`): what `~` in a profile means.
 pub fn home_dir() -> PathBuf {
     std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from)
 }
 
 /// At the process isolation level the host's /tmp is visible, so the
 /// workload gets a private directory instead (removed afterwards).
-pub fn private_tmp(spec: &mut Spec) -> anyhow::Result<Option<tempfile::TempDir>> {
+pub fn private_tmp(spec: &mut Spec) -> Result<Option<tempfile::TempDir>, PlanError> {
     if spec.isolation.level != cordon_jail::IsolationLevel::Process {
         return Ok(None);
     }
     let dir = tempfile::Builder::new()
         .prefix("cordon-tmp-")
         .tempdir()
-        .context("cannot create a private temporary directory")?;
-    let path = std::fs::canonicalize(dir.path())?;
+        .map_err(PlanError::PrivateTmp)?;
+    let path = std::fs::canonicalize(dir.path()).map_err(PlanError::PrivateTmp)?;
     spec.binds.push(Bind {
         path: path.clone(),
         writable: true,
@@ -179,4 +190,70 @@ pub fn private_tmp(spec: &mut Spec) -> anyhow::Result<Option<tempfile::TempDir>>
     set_env(&mut spec.env, "TMPDIR", path.display().to_string());
     set_env(&mut spec.env, "HOME", path.display().to_string());
     Ok(Some(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cordon_policy::{Overrides, TrustLevel};
+
+    #[test]
+    fn a_long_lived_sandbox_has_an_empty_argv_and_the_declared_paths() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir(root.join("out")).unwrap();
+        let profile = Profile::preset(TrustLevel::Low)
+            .with_overrides(&Overrides {
+                read_write: vec![root.join("out")],
+                env_set: vec![("K".into(), "V".into())],
+                memory: Some("256MiB".parse().unwrap()),
+                pids: Some(64),
+                allow_hosts: vec!["pypi.org".parse().unwrap()],
+                ..Overrides::default()
+            })
+            .unwrap();
+        let spec = sandbox_spec(&profile, &root).unwrap();
+        assert!(spec.argv.is_empty());
+        assert_eq!(spec.cwd, root);
+        assert!(spec
+            .binds
+            .iter()
+            .any(|b| b.path == root.join("out") && b.writable));
+        assert!(spec.env.iter().any(|(k, v)| k == "K" && v == "V"));
+        assert_eq!(spec.limits.memory, Some(256 << 20));
+        assert_eq!(spec.limits.pids, Some(64));
+        assert_eq!(spec.network, cordon_jail::NetworkMode::Proxy);
+        assert!(spec
+            .env
+            .iter()
+            .any(|(k, v)| k == "HTTPS_PROXY" && v == "http://127.0.0.1:3128"));
+    }
+
+    #[test]
+    fn a_missing_or_symlinked_path_is_refused_with_its_flag() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        let with = |o: Overrides| Profile::default().with_overrides(&o).unwrap();
+        let e = sandbox_spec(
+            &with(Overrides {
+                read_only: vec![root.join("absent")],
+                ..Overrides::default()
+            }),
+            &root,
+        )
+        .unwrap_err();
+        assert!(matches!(e, PlanError::Path { flag: "--ro", .. }), "{e}");
+        assert!(e.to_string().contains("create it first"), "{e}");
+        let e = sandbox_spec(
+            &with(Overrides {
+                read_write: vec![root.join("link")],
+                ..Overrides::default()
+            }),
+            &root,
+        )
+        .unwrap_err();
+        assert!(matches!(e, PlanError::Symlink { flag: "--rw", .. }), "{e}");
+    }
 }

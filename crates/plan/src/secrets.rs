@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
 use cordon_policy::{Secret, SecretSource};
 use zeroize::Zeroizing;
+
+use crate::PlanError;
 
 /// A secret ready for the proxy.
 pub struct Resolved {
@@ -42,41 +43,45 @@ const MIN_VALUE_CHARS: usize = 8;
 const MAX_VALUE: u64 = 64 * 1024;
 
 /// A placeholder that is random per run and useless anywhere else.
-fn placeholder(name: &str) -> anyhow::Result<String> {
-    cordon_egress::Identity::new_placeholder(name).map_err(|e| anyhow!("secret {name}: {e}"))
+fn placeholder(name: &str) -> Result<String, PlanError> {
+    cordon_egress::Identity::new_placeholder(name)
+        .map_err(|e| PlanError::secret(name, e.to_string()))
 }
 
-fn read_value(source: &SecretSource, name: &str) -> anyhow::Result<Zeroizing<String>> {
+fn read_value(source: &SecretSource, name: &str) -> Result<Zeroizing<String>, PlanError> {
     let mut value = Zeroizing::new(String::new());
     match source {
         SecretSource::Env(var) => {
             *value = std::env::var(var).map_err(|_| {
-                anyhow!("secret {name}: the host environment variable {var} is not set (export it before running cordon)")
+                PlanError::secret(name, format!("the host environment variable {var} is not set (export it before running cordon)"))
             })?;
         }
         SecretSource::File(path) => {
             let path = expand_home(path);
-            let file = std::fs::File::open(&path)
-                .with_context(|| format!("secret {name}: cannot read {}", path.display()))?;
+            let file = std::fs::File::open(&path).map_err(|e| {
+                PlanError::secret_io(name, format!("cannot read {}", path.display()), e)
+            })?;
             file.take(MAX_VALUE)
                 .read_to_string(&mut value)
-                .with_context(|| format!("secret {name}: {} is not text", path.display()))?;
+                .map_err(|e| {
+                    PlanError::secret_io(name, format!("{} is not text", path.display()), e)
+                })?;
         }
         SecretSource::Command(argv) => {
             let (program, args) = argv
                 .split_first()
-                .ok_or_else(|| anyhow!("secret {name}: the command is empty"))?;
+                .ok_or_else(|| PlanError::secret(name, "the command is empty"))?;
             let mut child = Command::new(program)
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .spawn()
-                .with_context(|| format!("secret {name}: cannot run {program}"))?;
+                .map_err(|e| PlanError::secret_io(name, format!("cannot run {program}"), e))?;
             let mut out = child
                 .stdout
                 .take()
-                .ok_or_else(|| anyhow!("secret {name}: no stdout"))?;
+                .ok_or_else(|| PlanError::secret(name, "no stdout"))?;
             let deadline = Instant::now() + COMMAND_TIMEOUT;
             let reader = std::thread::spawn(move || {
                 let mut text = Zeroizing::new(String::new());
@@ -84,26 +89,37 @@ fn read_value(source: &SecretSource, name: &str) -> anyhow::Result<Zeroizing<Str
                 r.map(|_| text)
             });
             loop {
-                if let Some(status) = child.try_wait()? {
+                let waited = child.try_wait().map_err(|e| {
+                    PlanError::secret_io(name, format!("cannot wait for {program}"), e)
+                })?;
+                if let Some(status) = waited {
                     if !status.success() {
-                        bail!("secret {name}: {program} failed ({status})");
+                        return Err(PlanError::secret(
+                            name,
+                            format!("{program} failed ({status})"),
+                        ));
                     }
                     break;
                 }
                 if Instant::now() > deadline {
                     let _ = child.kill();
                     let _ = child.wait();
-                    bail!(
-                        "secret {name}: {program} did not finish within {}s",
-                        COMMAND_TIMEOUT.as_secs()
-                    );
+                    return Err(PlanError::secret(
+                        name,
+                        format!(
+                            "{program} did not finish within {}s",
+                            COMMAND_TIMEOUT.as_secs()
+                        ),
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
             value = reader
                 .join()
-                .map_err(|_| anyhow!("secret {name}: reading the command's output failed"))?
-                .with_context(|| format!("secret {name}: {program} did not print text"))?;
+                .map_err(|_| PlanError::secret(name, "reading the command's output failed"))?
+                .map_err(|e| {
+                    PlanError::secret_io(name, format!("{program} did not print text"), e)
+                })?;
         }
     }
     // One trailing newline is how files and commands end their output.
@@ -111,9 +127,10 @@ fn read_value(source: &SecretSource, name: &str) -> anyhow::Result<Zeroizing<Str
         value.pop();
     }
     if value.chars().count() < MIN_VALUE_CHARS {
-        bail!(
-            "secret {name}: the value is shorter than {MIN_VALUE_CHARS} characters; cordon refuses it, because it replaces a secret's value wherever it appears in responses and stored output"
-        );
+        return Err(PlanError::secret(
+            name,
+            format!("the value is shorter than {MIN_VALUE_CHARS} characters; cordon refuses it, because it replaces a secret's value wherever it appears in responses and stored output"),
+        ));
     }
     Ok(value)
 }
@@ -128,7 +145,7 @@ fn expand_home(path: &Path) -> PathBuf {
 
 /// Read every secret's value (running commands that mint tokens now) and
 /// make its placeholder.
-pub fn resolve(secrets: &[Secret]) -> anyhow::Result<Vec<Resolved>> {
+pub fn resolve(secrets: &[Secret]) -> Result<Vec<Resolved>, PlanError> {
     secrets
         .iter()
         .map(|s| {
@@ -185,7 +202,7 @@ pub fn ca_bundle_overlay(ca_pem: &str) -> (Vec<cordon_jail::FileOverlay>, Vec<(S
 pub fn identity(
     resolved: &[Resolved],
     extra_roots: Option<&[u8]>,
-) -> anyhow::Result<cordon_egress::Identity> {
+) -> Result<cordon_egress::Identity, PlanError> {
     let bindings = resolved
         .iter()
         .map(|r| {
@@ -196,23 +213,67 @@ pub fn identity(
                 query: r.policy.inject.contains(&cordon_policy::InjectAt::Query),
                 body: r.policy.inject.contains(&cordon_policy::InjectAt::Body),
             };
-            Ok(cordon_egress::SecretBinding {
+            cordon_egress::SecretBinding {
                 name: r.name.clone(),
                 placeholder: r.placeholder.clone(),
                 value: r.value.clone(),
                 hosts,
                 inject,
                 expires_at: r.expires_at,
-            })
+            }
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    cordon_egress::Identity::new(bindings, extra_roots)
-        .map_err(|e| anyhow!("cannot set up TLS interception for secrets: {e}"))
+        .collect();
+    cordon_egress::Identity::new(bindings, extra_roots).map_err(PlanError::Tls)
+}
+
+/// Give the sandbox its side of the secrets: the CA bundle that trusts the
+/// per-sandbox authority (over the host bundle's path) and, in its
+/// environment, each secret's placeholder under the secret's name and the
+/// variables that point TLS clients at the bundle. Returns the identity
+/// the proxy intercepts TLS with, or `None` without secrets.
+/// `extra_roots`: PEM certificates the proxy also trusts upstream.
+pub fn arm(
+    spec: &mut cordon_jail::Spec,
+    resolved: &[Resolved],
+    extra_roots: Option<&[u8]>,
+) -> Result<Option<cordon_egress::Identity>, PlanError> {
+    if resolved.is_empty() {
+        return Ok(None);
+    }
+    let id = identity(resolved, extra_roots)?;
+    let (files, env) = ca_bundle_overlay(&id.ca_cert_pem());
+    spec.files.extend(files);
+    for (k, v) in env.into_iter().chain(id.placeholders()) {
+        crate::spec::set_env(&mut spec.env, &k, v);
+    }
+    Ok(Some(id))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arming_puts_placeholders_and_the_bundle_in_the_spec() {
+        std::env::set_var("CORDON_TEST_SECRET_ARM", "real-value-123");
+        let r = resolve(&[secret(SecretSource::Env("CORDON_TEST_SECRET_ARM".into()))])
+            .expect("resolve");
+        let mut spec = cordon_jail::Spec::new(Vec::new(), PathBuf::from("/tmp"));
+        assert!(arm(&mut spec, &[], None).expect("no secrets").is_none());
+        assert!(spec.files.is_empty());
+        let id = arm(&mut spec, &r, None).expect("arm");
+        assert!(id.is_some());
+        assert_eq!(spec.files.len(), 1);
+        let token: Vec<&str> = spec
+            .env
+            .iter()
+            .filter(|(k, _)| k == "TOKEN")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(token, [r[0].placeholder.as_str()]);
+        assert!(spec.env.iter().all(|(_, v)| v != "real-value-123"));
+        assert!(spec.env.iter().any(|(k, _)| k == "SSL_CERT_FILE"));
+    }
 
     fn secret(from: SecretSource) -> Secret {
         let mut s = Secret::parse_flag("TOKEN@api.test").expect("flag");

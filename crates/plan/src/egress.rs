@@ -1,20 +1,21 @@
 //! Serving a sandbox's egress: the profile's `[network]` rules become the
-//! proxy's configuration; events go to `--net-log` as they happen and into
-//! the report.
+//! proxy's configuration; events go to a JSON-lines log (`--net-log`) as
+//! they happen and are kept for the report.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
 use cordon_egress::{
     EgressConfig, EgressEvent, EventSink, OverrideAddr, ProxyHandle, RateLimit, Unlisted,
 };
 use cordon_policy::{OnUnlisted, Profile};
 
+use crate::PlanError;
+
 /// Events kept for the report, and the live `--net-log` file.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Recorder {
     events: Mutex<Vec<EgressEvent>>,
     log: Option<Mutex<std::fs::File>>,
@@ -34,10 +35,15 @@ impl EventSink for Recorder {
 }
 
 impl Recorder {
-    pub fn new(net_log: Option<&Path>) -> anyhow::Result<Recorder> {
+    /// A recorder that also writes each event, as one JSON line, to
+    /// `net_log` (created or truncated now).
+    pub fn new(net_log: Option<&Path>) -> Result<Recorder, PlanError> {
         let log = match net_log {
-            Some(p) => Some(Mutex::new(std::fs::File::create(p).with_context(|| {
-                format!("cannot create the net log {}", p.display())
+            Some(p) => Some(Mutex::new(std::fs::File::create(p).map_err(|source| {
+                PlanError::NetLog {
+                    path: p.to_path_buf(),
+                    source,
+                }
             })?)),
             None => None,
         };
@@ -69,6 +75,8 @@ pub fn parse_resolve(text: &str) -> Result<(String, OverrideAddr), String> {
 
 /// The proxy configuration for a profile. The profile's host patterns are
 /// the proxy's rules (one type, parsed once when the profile was loaded).
+/// `sandbox_id` names the sandbox in every event; `resolve` are operator
+/// overrides of DNS for the proxy only (see [`parse_resolve`]).
 pub fn config(
     profile: &Profile,
     sandbox_id: &str,
@@ -93,8 +101,9 @@ pub fn config(
         allow_missing_sni: n.allow_missing_sni,
         on_unlisted: match n.on_unlisted {
             OnUnlisted::Deny => Unlisted::Deny,
-            // `cordon run` has nobody to ask: the default approver refuses
-            // with a message that says how to allow the host.
+            // Without an approver (`cordon run` has nobody to ask) the
+            // default one refuses with a message that says how to allow
+            // the host.
             OnUnlisted::Ask => Unlisted::Ask,
         },
         max_bytes: (n.max_bytes.0 > 0).then_some(n.max_bytes.0),
@@ -113,16 +122,18 @@ pub fn config(
 }
 
 /// Start the proxy on the listener the sandbox handed over; with an
-/// identity, TLS to hosts with a bound secret is intercepted.
+/// identity, TLS to hosts with a bound secret is intercepted; with an
+/// approver, it decides hosts the rules leave unlisted (`on_unlisted =
+/// "ask"`).
 pub fn start(
     config: EgressConfig,
     listener: std::net::TcpListener,
     recorder: Arc<Recorder>,
     identity: Option<cordon_egress::Identity>,
     approver: Option<Arc<dyn cordon_egress::Approver>>,
-) -> Result<ProxyHandle, String> {
+) -> Result<ProxyHandle, PlanError> {
     let mut egress = cordon_egress::Egress::new(config)
-        .map_err(|e| e.to_string())?
+        .map_err(PlanError::Proxy)?
         .with_sink(recorder);
     if let Some(a) = approver {
         egress = egress.with_approver(a);
@@ -130,5 +141,5 @@ pub fn start(
     if let Some(id) = identity {
         egress = egress.with_tls_interceptor(Arc::new(id));
     }
-    egress.spawn(listener).map_err(|e| e.to_string())
+    egress.spawn(listener).map_err(PlanError::Proxy)
 }
