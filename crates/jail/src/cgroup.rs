@@ -571,6 +571,31 @@ fn kill_members(dir: &Path) {
     }
 }
 
+/// Kill the members of, and remove, every group that the process `owner`
+/// made (`cordon-<owner>-...`) under each place this host keeps groups.
+pub fn remove_owned_by(owner: u32) {
+    let support = probe();
+    let prefix = format!("cordon-{owner}-");
+    let mut parents: Vec<PathBuf> = [&support.memory, &support.pids, &support.cpu]
+        .into_iter()
+        .flatten()
+        .map(|p| p.parent.clone())
+        .collect();
+    parents.sort();
+    parents.dedup();
+    for parent in parents {
+        let Ok(entries) = fs::read_dir(&parent) else {
+            continue;
+        };
+        let dirs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+            .map(|e| e.path())
+            .collect();
+        remove_dirs(&dirs);
+    }
+}
+
 /// Remove groups left behind by supervisors that died without cleaning up
 /// (named `cordon-<pid>-...` with a dead pid and no members).
 fn sweep_stale(parent: &Path) {

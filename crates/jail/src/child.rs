@@ -44,6 +44,9 @@ pub(crate) struct ChildContext<'a> {
     pub landlock_optional: bool,
     /// Drop the caller's supplementary groups (crate::identity).
     pub drop_groups: bool,
+    /// A session: the init serves exec orders on the control socket
+    /// (crate::session_init) instead of running `spec.argv` once.
+    pub session: bool,
 }
 
 /// Signals the init passes on to the workload.
@@ -58,7 +61,7 @@ pub(crate) const FORWARDED: &[libc::c_int] = &[
     libc::SIGCONT,
 ];
 
-fn report(fd: RawFd, r: &ChildReport) {
+pub(crate) fn report(fd: RawFd, r: &ChildReport) {
     if let Ok(mut line) = serde_json::to_vec(r) {
         line.push(b'\n');
         let _ = sys::write_all_fd(fd, &line);
@@ -218,6 +221,9 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     }
 
+    if ctx.session {
+        crate::session_init::serve(ctx);
+    }
     let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
     wanted.push(libc::SIGCHLD);
     let set = match sys::block_signals(&wanted) {
@@ -347,11 +353,11 @@ fn file_of_size(dir: &Path, size: u64, budget: &mut usize) -> bool {
     false
 }
 
-fn workload_main(ctx: &ChildContext<'_>) -> ! {
+pub(crate) fn workload_main(ctx: &ChildContext<'_>) -> ! {
     let rfd = ctx.fds.report;
     let spec = ctx.spec;
     sys::reset_signals();
-    if ctx.spec.isolation.level == IsolationLevel::Namespaces {
+    if ctx.spec.isolation.level == IsolationLevel::Namespaces && ctx.fds.status >= 0 {
         // SAFETY: closing our own descriptor.
         unsafe { libc::close(ctx.fds.status) };
     }

@@ -65,10 +65,11 @@ impl JailError {
 pub type Result<T> = std::result::Result<T, JailError>;
 
 /// What the helper inside the sandbox reports to the supervisor before it
-/// gives up. Sent as one JSON document over the report pipe.
+/// gives up. Sent as one JSON document over the report pipe. A session's
+/// exec reports the same way on its own pipe, ending with `Ended`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum ChildReport {
+pub enum ChildReport {
     Setup {
         layer: Layer,
         message: String,
@@ -82,5 +83,13 @@ pub(crate) enum ChildReport {
     Landlock {
         abi: u32,
         fully: bool,
+    },
+    /// A session's exec: the command's wait status and what its process
+    /// tree used, from the exec's leader (PID 1 of its PID namespace).
+    Ended {
+        status: i32,
+        user_us: u64,
+        system_us: u64,
+        max_rss_kib: u64,
     },
 }

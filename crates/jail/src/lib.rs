@@ -31,6 +31,8 @@ mod overlay;
 mod rootfs;
 mod run;
 pub mod seccomp;
+pub mod session;
+mod session_init;
 mod spec;
 mod supervise;
 mod sys;
@@ -38,7 +40,7 @@ pub mod test_switch;
 mod verdict;
 
 pub use budgets::KernelBudgets;
-pub use error::{JailError, Result};
+pub use error::{ChildReport, JailError, Result};
 pub use etc::provided_names as sandbox_etc_names;
 pub use identity::IdentityReport;
 pub use kaudit::{probe as landlock_log_probe, LandlockDenial, LandlockLogState};

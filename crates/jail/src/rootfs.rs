@@ -199,6 +199,16 @@ impl Plan {
 
     /// Paths bound from the host, for Landlock: (path, writable, is_dir).
     /// The declared binds' host paths, in the order they are mounted.
+    /// Let the init make up to `n` PID namespaces (a session's execs each
+    /// get one); every other nested namespace stays at 0.
+    pub(crate) fn allow_pid_namespaces(&mut self, n: u64) {
+        for s in &mut self.user_sysctls {
+            if s.name == "max_pid_namespaces" {
+                s.value = n;
+            }
+        }
+    }
+
     pub(crate) fn user_bind_paths(&self) -> Vec<&Path> {
         self.user_binds.iter().map(|b| b.path.as_path()).collect()
     }

@@ -85,7 +85,7 @@ impl Default for RunOptions {
 /// audit records (it stops as soon as the kernel's queue is empty).
 const LANDLOCK_LOG_GRACE: Duration = Duration::from_millis(100);
 
-const NS_FLAGS: libc::c_int = libc::CLONE_NEWUSER
+pub(crate) const NS_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET
@@ -305,6 +305,7 @@ fn run_level(
             rlimit_memory: groups.rlimit_memory,
             landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
             drop_groups: identity.drop_groups,
+            session: false,
         }),
         Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
@@ -427,7 +428,7 @@ fn run_level(
 }
 
 /// Refuse a spec the isolation level cannot honour.
-fn refuse_unsupported(spec: &Spec) -> Result<()> {
+pub(crate) fn refuse_unsupported(spec: &Spec) -> Result<()> {
     if spec.network == NetworkMode::Proxy && spec.isolation.level == IsolationLevel::Process {
         return Err(JailError::setup(
             Layer::NetworkNamespace,
@@ -441,16 +442,26 @@ fn refuse_unsupported(spec: &Spec) -> Result<()> {
 /// The sandbox's control groups (if any could be made), the janitor that
 /// removes them should this process die, and which limits fall back to
 /// rlimits.
-struct Groups {
-    group: Option<Cgroup>,
+pub(crate) struct Groups {
+    pub(crate) group: Option<Cgroup>,
     janitor: Option<Janitor>,
-    rlimit_memory: bool,
-    rlimit_pids: bool,
+    pub(crate) rlimit_memory: bool,
+    pub(crate) rlimit_pids: bool,
 }
 
 impl Groups {
     /// Create the groups and record the cgroup layer's state.
     fn create(spec: &Spec, enforcement: &mut Enforcement) -> Result<Groups> {
+        Groups::create_with(spec, enforcement, true)
+    }
+
+    /// Like `create`; without a janitor of its own when the caller has one
+    /// for all its sandboxes (the session spawner's).
+    pub(crate) fn create_with(
+        spec: &Spec,
+        enforcement: &mut Enforcement,
+        own_janitor: bool,
+    ) -> Result<Groups> {
         let support = cgroup::probe();
         enforcement.cgroup = support.label().to_owned();
         let name = format!("cordon-{}-{:x}", std::process::id(), random_u64());
@@ -470,8 +481,8 @@ impl Groups {
             }
         };
         let janitor = match &group {
-            Some(g) => Some(Janitor::start(g.dirs().to_vec())?),
-            None => None,
+            Some(g) if own_janitor => Some(Janitor::start(g.dirs().to_vec())?),
+            _ => None,
         };
         Ok(Groups {
             rlimit_memory: group.is_none() || support.memory.is_none(),
@@ -483,7 +494,7 @@ impl Groups {
 
     /// Read the final counters, remove the groups and let the janitor go.
     /// Idempotent: later calls find nothing left.
-    fn release(&mut self) -> cgroup::Stats {
+    pub(crate) fn release(&mut self) -> cgroup::Stats {
         let mut group = self.group.take();
         let stats = group.as_ref().map(Cgroup::stats).unwrap_or_default();
         let gone = group.as_mut().is_none_or(Cgroup::remove);
@@ -525,24 +536,24 @@ fn cgroup_detail(support: &cgroup::Support) -> String {
 
 /// One side's ends of the channels between the supervisor and the
 /// sandbox (each pipe's end the side uses, one socket of the pair).
-struct Ends {
+pub(crate) struct Ends {
     /// One byte on it lets the child go.
-    sync: OwnedFd,
+    pub(crate) sync: OwnedFd,
     /// JSON lines from the init and the workload.
-    report: OwnedFd,
+    pub(crate) report: OwnedFd,
     /// The workload's wait status and scratch state, from the init.
-    status: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    pub(crate) status: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
     /// Carries the proxy listener and the seccomp listener from the
     /// sandbox; the kernel tells the supervisor's end who sent each
     /// (SO_PASSCRED).
-    control: OwnedFd,
+    pub(crate) control: OwnedFd,
 }
 
 impl Ends {
     /// The sandbox's ends as the child sees them.
-    fn child_fds(&self) -> ChildFds {
+    pub(crate) fn child_fds(&self) -> ChildFds {
         ChildFds {
             sync: self.sync.as_raw_fd(),
             report: self.report.as_raw_fd(),
@@ -556,7 +567,7 @@ impl Ends {
 
 /// The supervisor's ends and the sandbox's (closed in the supervisor once
 /// it has cloned).
-fn open_channels() -> Result<(Ends, Ends)> {
+pub(crate) fn open_channels() -> Result<(Ends, Ends)> {
     let [sync, report, status, stdout, stderr] = [(); 5].map(|()| pipe());
     let (sync_rd, sync_wr) = sync?;
     let (report_rd, report_wr) = report?;
@@ -639,7 +650,7 @@ impl LandlockWatch {
 
 /// Clone the sandbox's first process into its namespaces (none at the
 /// process level).
-fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
+pub(crate) fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
     let flags = match level {
         IsolationLevel::Namespaces => NS_FLAGS,
         IsolationLevel::Process => 0,
@@ -659,7 +670,7 @@ fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
 }
 
 /// Identity mapping and cgroup membership, then the go byte.
-fn release_child(
+pub(crate) fn release_child(
     pid: libc::pid_t,
     level: IsolationLevel,
     identity: &crate::identity::Identity,
@@ -812,7 +823,7 @@ impl Usage {
     }
 }
 
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut b = [0u8; 8];
     let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::NONBLOCK);
     u64::from_ne_bytes(b)
@@ -820,7 +831,7 @@ fn random_u64() -> u64 {
 
 /// The identity in force, in the report; a sandbox that is still host
 /// root, or keeps the caller's groups, is a layer not fully enforced.
-fn record_identity(enforcement: &mut Enforcement, identity: &crate::identity::Identity) {
+pub(crate) fn record_identity(enforcement: &mut Enforcement, identity: &crate::identity::Identity) {
     let r = &identity.report;
     enforcement.identity = r.clone();
     if !r.complete() {

@@ -413,7 +413,8 @@ impl Supervision {
                     self.exec_error = Some((program, errno))
                 }
                 Ok(r @ ChildReport::Setup { .. }) => self.setup_error = Some(r),
-                Err(_) => {}
+                // Only a session's exec leader sends it.
+                Ok(ChildReport::Ended { .. }) | Err(_) => {}
             }
         }
         self.report.clear();

@@ -1,15 +1,23 @@
 //! The engine: sessions by id, made by the spawner, torn down on request,
-//! on idle timeout, at the end of their lifetime, or with the engine.
+//! on idle timeout, at the end of their lifetime, when their init dies, or
+//! with the engine.
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
+use tokio::io::unix::AsyncFd;
 
+use crate::control::Control;
 use crate::error::{Result, SessionError};
-use crate::process::{Event, ExecRequest, ExitInfo};
-use crate::spawner::Spawner;
+use crate::process::ExecRequest;
+pub use crate::process::Process;
+use crate::spawner::{read_frame_with_fds, write_frame, Reply, Request, Spawner};
 
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
@@ -18,7 +26,8 @@ pub struct EngineConfig {
     pub max_sessions: usize,
     /// Most execs running at once in one session.
     pub max_execs_per_session: usize,
-    /// Output events kept per process for re-attaching (bytes).
+    /// Output kept per process for re-attaching (bytes); older output is
+    /// dropped first.
     pub event_buffer: usize,
 }
 
@@ -35,15 +44,14 @@ impl Default for EngineConfig {
 /// What a new session is made of.
 #[derive(Debug, Clone)]
 pub struct CreateSession {
-    /// The sandbox (argv is ignored; `limits.wall` is the session's
-    /// lifetime when `ttl` is not given).
+    /// The sandbox (argv is ignored; the environment and working directory
+    /// are every exec's defaults).
     pub spec: cordon_jail::Spec,
     /// Ended after this long without an exec or file operation.
     pub idle_timeout: Option<Duration>,
     /// Ended this long after creation, whatever it does.
     pub ttl: Option<Duration>,
-    /// Free text carried into `SessionInfo` (the server puts the token's
-    /// name here).
+    /// Who made it (the server puts the token's name here).
     pub owner: String,
 }
 
@@ -92,155 +100,469 @@ pub struct SessionInfo {
 pub struct Teardown {
     pub id: String,
     pub cause: EndCause,
-    /// The groups and the init are gone (false: something is left and was
-    /// logged).
+    /// The init and the groups are gone (false: a group could not be
+    /// removed; the spawner's sweeper retries when it exits).
     pub clean: bool,
 }
 
 /// The session engine. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    _inner: Arc<()>,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: EngineConfig,
+    /// Requests to the spawner, one at a time.
+    spawner: Mutex<UnixStream>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions being created (counted against the capacity).
+    pending: AtomicU64,
 }
 
 impl Engine {
     /// Start the engine on a spawner forked earlier (inside a tokio
     /// runtime).
-    pub fn new(_spawner: Spawner, _config: EngineConfig) -> Result<Engine> {
-        Err(SessionError::Invalid("the engine is not built yet".into()))
+    pub fn new(spawner: Spawner, config: EngineConfig) -> Result<Engine> {
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                config,
+                spawner: Mutex::new(spawner.socket),
+                sessions: Mutex::new(HashMap::new()),
+                pending: AtomicU64::new(0),
+            }),
+        })
     }
 
-    pub async fn create(&self, _req: CreateSession) -> Result<Arc<Session>> {
-        Err(SessionError::Invalid("the engine is not built yet".into()))
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
     }
 
-    pub fn session(&self, _id: &str) -> Option<Arc<Session>> {
-        None
+    /// Build a sandbox and keep it as a session.
+    pub async fn create(&self, req: CreateSession) -> Result<Arc<Session>> {
+        let _slot = self.reserve()?;
+        let id = new_id("sb");
+        let max_execs = self.inner.config.max_execs_per_session as u64;
+        let request = Request::Create {
+            id: id.clone(),
+            spec: Box::new(req.spec.clone()),
+            max_execs,
+        };
+        let (reply, fds) = self.ask(request).await?;
+        let created = match reply {
+            Reply::Created {
+                pid,
+                proxy,
+                cgroup_dirs,
+                pipe_owner,
+                ..
+            } => (pid, proxy, cgroup_dirs, pipe_owner),
+            Reply::Failed {
+                layer: Some(layer),
+                message,
+                fix,
+            } => {
+                return Err(SessionError::Jail(cordon_jail::JailError::Setup {
+                    layer,
+                    message,
+                    fix,
+                }))
+            }
+            Reply::Failed { message, .. } => return Err(SessionError::SpawnerGone(message)),
+            Reply::Destroyed { .. } => {
+                return Err(SessionError::SpawnerGone("unexpected reply".into()))
+            }
+        };
+        let session = Session::assemble(id.clone(), req, &self.inner.config, created, fds)?;
+        self.inner
+            .sessions
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(id, session.clone());
+        self.watch(session.clone());
+        Ok(session)
+    }
+
+    fn reserve(&self) -> Result<PendingSlot> {
+        let live = self.inner.sessions.lock().map_err(|_| poisoned())?.len() as u64;
+        let pending = self.inner.pending.fetch_add(1, Ordering::SeqCst);
+        let slot = PendingSlot(self.inner.clone());
+        if live + pending >= self.inner.config.max_sessions as u64 {
+            return Err(SessionError::AtCapacity(format!(
+                "{} sessions are alive, the most this server allows",
+                self.inner.config.max_sessions
+            )));
+        }
+        Ok(slot)
+    }
+
+    /// One request to the spawner and its reply (on a blocking thread: the
+    /// spawner answers one request at a time).
+    async fn ask(&self, request: Request) -> Result<(Reply, Vec<OwnedFd>)> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let socket = inner.spawner.lock().map_err(|_| poisoned())?;
+            write_frame(&socket, &request, &[])
+                .map_err(|e| SessionError::SpawnerGone(e.to_string()))?;
+            match read_frame_with_fds::<Reply>(&socket) {
+                Ok(Some(reply)) => Ok(reply),
+                Ok(None) => Err(SessionError::SpawnerGone("it closed its socket".into())),
+                Err(e) => Err(SessionError::SpawnerGone(e.to_string())),
+            }
+        })
+        .await
+        .map_err(|e| SessionError::SpawnerGone(e.to_string()))?
+    }
+
+    /// End the session when its init dies, when it idles too long, or at
+    /// the end of its lifetime.
+    fn watch(&self, session: Arc<Session>) {
+        let engine = self.clone();
+        tokio::spawn(async move {
+            let cause = session.wait_for_end().await;
+            let _ = engine.destroy(session.id(), cause).await;
+        });
+    }
+
+    pub fn session(&self, id: &str) -> Option<Arc<Session>> {
+        self.inner.sessions.lock().ok()?.get(id).cloned()
     }
 
     pub fn sessions(&self) -> Vec<Arc<Session>> {
-        Vec::new()
+        self.inner
+            .sessions
+            .lock()
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default()
     }
 
-    pub async fn destroy(&self, id: &str, _cause: EndCause) -> Result<Teardown> {
-        Err(SessionError::NotFound(id.to_owned()))
+    /// Tear the session down: every process in it, its root, its groups.
+    pub async fn destroy(&self, id: &str, cause: EndCause) -> Result<Teardown> {
+        let session = self
+            .inner
+            .sessions
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(id)
+            .ok_or_else(|| SessionError::NotFound(format!("sandbox {id}")))?;
+        session.mark_ended(cause);
+        let (reply, _) = self.ask(Request::Destroy { id: id.to_owned() }).await?;
+        let clean = matches!(
+            reply,
+            Reply::Destroyed {
+                groups_removed: true
+            }
+        );
+        if !clean {
+            tracing::warn!(session = id, "a cgroup of the session could not be removed");
+        }
+        Ok(Teardown {
+            id: id.to_owned(),
+            cause,
+            clean,
+        })
     }
 
     /// Tear every session down (SIGTERM of the server).
     pub async fn shutdown(&self) -> Vec<Teardown> {
-        Vec::new()
+        let mut done = Vec::new();
+        for session in self.sessions() {
+            if let Ok(t) = self.destroy(session.id(), EndCause::Shutdown).await {
+                done.push(t);
+            }
+        }
+        done
     }
+}
+
+/// A create in flight, counted against the capacity until dropped.
+struct PendingSlot(Arc<Inner>);
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        self.0.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn poisoned() -> SessionError {
+    SessionError::Invalid("internal state poisoned by an earlier panic".into())
+}
+
+/// `prefix-` and 16 random hex digits.
+pub(crate) fn new_id(prefix: &str) -> String {
+    let mut b = [0u8; 8];
+    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    format!("{prefix}-{:016x}", u64::from_le_bytes(b))
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// One live sandbox.
 #[derive(Debug)]
 pub struct Session {
     id: String,
+    owner: String,
+    spec: cordon_jail::Spec,
+    created: SystemTime,
+    started: Instant,
+    idle_timeout: Option<Duration>,
+    ttl: Option<Duration>,
+    /// The init's pid on the host.
+    pid: i32,
+    pidfd: OwnedFd,
+    cgroup_dirs: Vec<PathBuf>,
+    pipe_owner: Option<(u32, u32)>,
+    control: Arc<Control>,
+    proxy_listener: Mutex<Option<std::net::TcpListener>>,
+    /// Milliseconds since `started` of the last activity.
+    last_active_ms: AtomicU64,
+    ended: Mutex<Option<EndCause>>,
+    end_signal: tokio::sync::Notify,
+    processes: Mutex<Vec<Arc<Process>>>,
+    next_process: AtomicU64,
+    event_buffer: usize,
 }
 
 impl Session {
+    fn assemble(
+        id: String,
+        req: CreateSession,
+        config: &EngineConfig,
+        (pid, proxy, cgroup_dirs, pipe_owner): (i32, bool, Vec<PathBuf>, Option<(u32, u32)>),
+        fds: Vec<OwnedFd>,
+    ) -> Result<Arc<Session>> {
+        let mut fds = fds.into_iter();
+        let (Some(pidfd), Some(control)) = (fds.next(), fds.next()) else {
+            return Err(SessionError::SpawnerGone(
+                "the sandbox's descriptors did not arrive".into(),
+            ));
+        };
+        let proxy_listener = if proxy {
+            Some(std::net::TcpListener::from(fds.next().ok_or_else(|| {
+                SessionError::SpawnerGone("the proxy listener did not arrive".into())
+            })?))
+        } else {
+            None
+        };
+        Ok(Arc::new(Session {
+            id,
+            owner: req.owner,
+            spec: req.spec,
+            created: SystemTime::now(),
+            started: Instant::now(),
+            idle_timeout: req.idle_timeout,
+            ttl: req.ttl,
+            pid,
+            pidfd,
+            cgroup_dirs,
+            pipe_owner,
+            control: Control::new(control, config.max_execs_per_session)?,
+            proxy_listener: Mutex::new(proxy_listener),
+            last_active_ms: AtomicU64::new(0),
+            ended: Mutex::new(None),
+            end_signal: tokio::sync::Notify::new(),
+            processes: Mutex::new(Vec::new()),
+            next_process: AtomicU64::new(1),
+            event_buffer: config.event_buffer,
+        }))
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
     pub fn info(&self) -> SessionInfo {
-        unimplemented_info(&self.id)
+        let ended = self.ended.lock().ok().and_then(|e| *e);
+        let usage = cordon_jail::session::current_usage(&self.cgroup_dirs);
+        let processes = self.processes();
+        SessionInfo {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            state: if ended.is_some() {
+                SessionState::Ended
+            } else {
+                SessionState::Running
+            },
+            created_unix_ms: unix_ms(self.created),
+            ended,
+            usage: SessionUsage {
+                memory_bytes: usage.memory_bytes,
+                pids: usage.pids,
+                cpu_usec: usage.cpu_usec,
+                execs_total: processes.len() as u64,
+                execs_running: processes.iter().filter(|p| p.exit().is_none()).count() as u64,
+            },
+        }
     }
 
     /// The spec the sandbox was built from.
     pub fn spec(&self) -> &cordon_jail::Spec {
-        unreachable_spec()
+        &self.spec
     }
 
     /// The listener the sandbox's init opened in its network namespace
     /// (network mode proxy); the caller serves the egress proxy on it.
     /// `None` after the first call.
     pub fn take_proxy_listener(&self) -> Option<std::net::TcpListener> {
-        None
+        self.proxy_listener.lock().ok()?.take()
     }
 
     /// The sandbox's root directory as its processes see it
     /// (`/proc/<init>/root`, O_PATH): resolve paths under it with
     /// `RESOLVE_IN_ROOT` so a planted symlink stays inside.
     pub fn open_root(&self) -> Result<OwnedFd> {
-        Err(SessionError::Ended(self.id.clone()))
+        self.ensure_running()?;
+        use rustix::fs::{Mode, OFlags};
+        let root = rustix::fs::open(
+            format!("/proc/{}/root", self.pid).as_str(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| SessionError::io("open the sandbox's root", e.into()))?;
+        // The pid named the init when it was opened if the init is still
+        // alive now (its pidfd turns readable when it exits and cannot be
+        // fooled by a reused pid).
+        let mut fds = [rustix::event::PollFd::new(&self.pidfd, rustix::event::PollFlags::IN)];
+        let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0)) {
+            return Err(SessionError::Ended(self.id.clone()));
+        }
+        Ok(root)
     }
 
     /// Note activity (resets the idle timeout).
-    pub fn touch(&self) {}
-
-    pub async fn exec(&self, _req: ExecRequest) -> Result<Arc<Process>> {
-        Err(SessionError::Ended(self.id.clone()))
+    pub fn touch(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.last_active_ms.store(now, Ordering::Relaxed);
     }
 
-    pub fn process(&self, _id: u64) -> Option<Arc<Process>> {
-        None
+    fn ensure_running(&self) -> Result<()> {
+        match self.ended.lock().map_err(|_| poisoned())?.as_ref() {
+            Some(_) => Err(SessionError::Ended(self.id.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Start a command in the session.
+    pub async fn exec(&self, req: ExecRequest) -> Result<Arc<Process>> {
+        self.ensure_running()?;
+        self.touch();
+        if req.argv.is_empty() {
+            return Err(SessionError::Invalid("argv is empty".into()));
+        }
+        let running = self.processes().iter().filter(|p| p.exit().is_none()).count();
+        if running >= self.control.max_execs {
+            return Err(SessionError::AtCapacity(format!(
+                "{running} commands are running in this sandbox, the most it allows"
+            )));
+        }
+        let id = self.next_process.fetch_add(1, Ordering::SeqCst);
+        let env = merged_env(&self.spec.env, &req.env);
+        let cwd = req.cwd.clone().unwrap_or_else(|| self.spec.cwd.clone());
+        let process = Process::start(
+            self.control.clone(),
+            id,
+            &req,
+            env,
+            cwd,
+            self.pipe_owner,
+            self.event_buffer,
+        )
+        .await?;
+        if let Ok(mut list) = self.processes.lock() {
+            list.push(process.clone());
+        }
+        Ok(process)
+    }
+
+    pub fn process(&self, id: u64) -> Option<Arc<Process>> {
+        self.processes
+            .lock()
+            .ok()?
+            .iter()
+            .find(|p| p.id() == id)
+            .cloned()
     }
 
     pub fn processes(&self) -> Vec<Arc<Process>> {
-        Vec::new()
+        self.processes
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default()
+    }
+
+    fn mark_ended(&self, cause: EndCause) {
+        if let Ok(mut ended) = self.ended.lock() {
+            ended.get_or_insert(cause);
+        }
+        // Closing the control socket ends the init, and with it every
+        // process of the sandbox.
+        self.control.close();
+        for p in self.processes() {
+            p.session_ended();
+        }
+        self.end_signal.notify_waiters();
+    }
+
+    /// Resolves with the reason once the session should end by itself.
+    async fn wait_for_end(&self) -> EndCause {
+        // The watcher owns its own copy of the pidfd: the registration
+        // can never outlive the descriptor (the I/O-safety condition of
+        // `AsyncFd::register`, which `with_interest` meets for an owned fd).
+        let Ok(own) = self.pidfd.try_clone() else {
+            return EndCause::Died;
+        };
+        #[allow(deprecated)]
+        let pidfd = match AsyncFd::with_interest(own, tokio::io::Interest::READABLE) {
+            Ok(fd) => fd,
+            Err(_) => return EndCause::Died,
+        };
+        loop {
+            if self.ended.lock().map_or(true, |e| e.is_some()) {
+                return EndCause::Deleted;
+            }
+            let now = self.started.elapsed();
+            let mut deadline: Option<(Duration, EndCause)> = self.ttl.map(|t| (t, EndCause::Ttl));
+            if let Some(idle) = self.idle_timeout {
+                let busy = self.processes().iter().any(|p| p.exit().is_none());
+                let last = Duration::from_millis(self.last_active_ms.load(Ordering::Relaxed));
+                let at = if busy { now + idle } else { last + idle };
+                if deadline.is_none_or(|(d, _)| at < d) {
+                    deadline = Some((at, EndCause::IdleTimeout));
+                }
+            }
+            if let Some((at, cause)) = deadline {
+                if at <= now {
+                    return cause;
+                }
+            }
+            let sleep = deadline.map_or(Duration::from_secs(3600), |(at, _)| at - now);
+            tokio::select! {
+                _ = pidfd.readable() => return EndCause::Died,
+                _ = tokio::time::sleep(sleep.min(Duration::from_secs(60))) => {}
+                _ = self.end_signal.notified() => return EndCause::Deleted,
+            }
+        }
     }
 }
 
-fn unimplemented_info(id: &str) -> SessionInfo {
-    SessionInfo {
-        id: id.to_owned(),
-        owner: String::new(),
-        state: SessionState::Ended,
-        created_unix_ms: SystemTime::UNIX_EPOCH
-            .elapsed()
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-        ended: None,
-        usage: SessionUsage::default(),
-    }
-}
-
-fn unreachable_spec() -> &'static cordon_jail::Spec {
-    static SPEC: std::sync::OnceLock<cordon_jail::Spec> = std::sync::OnceLock::new();
-    SPEC.get_or_init(|| cordon_jail::Spec::new(Vec::new(), "/".into()))
-}
-
-/// One exec: a process tree in its own PID namespace inside the session.
-#[derive(Debug)]
-pub struct Process {
-    id: u64,
-}
-
-impl Process {
-    /// The process id the API shows (unique in the session).
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Events after `after_seq` (0: from the start), waiting until there is
-    /// at least one or the process has ended. Returns the events and
-    /// whether the process has ended and everything was delivered.
-    pub async fn events_after(&self, _after_seq: u64) -> (Vec<Event>, bool) {
-        (Vec::new(), true)
-    }
-
-    /// Wait for the end.
-    pub async fn wait(&self) -> ExitInfo {
-        std::future::pending().await
-    }
-
-    /// How it ended, if it has.
-    pub fn exit(&self) -> Option<ExitInfo> {
-        None
-    }
-
-    /// Send a signal to the command's process group.
-    pub fn signal(&self, _signal: i32) -> Result<()> {
-        Err(SessionError::Ended(String::new()))
-    }
-
-    /// Kill the whole process tree.
-    pub fn kill(&self) {}
-
-    pub async fn write_stdin(&self, _data: &[u8]) -> Result<()> {
-        Err(SessionError::Ended(String::new()))
-    }
-
-    pub fn close_stdin(&self) {}
+/// The session's environment with the request's entries added or
+/// replacing.
+fn merged_env(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = base
+        .iter()
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+        .cloned()
+        .collect();
+    env.extend(extra.iter().cloned());
+    env
 }

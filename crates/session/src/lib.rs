@@ -24,6 +24,7 @@ mod error;
 
 pub use error::{Result, SessionError};
 mod context;
+mod control;
 mod engine;
 mod process;
 mod spawner;

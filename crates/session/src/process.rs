@@ -101,3 +101,480 @@ pub enum EventKind {
     },
     Exited(ExitInfo),
 }
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cordon_jail::session::{InitOrder, InitReply};
+use cordon_jail::ChildReport;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::sync::watch;
+
+use crate::control::Control;
+use crate::error::{Result, SessionError};
+
+/// Largest chunk read from an output pipe at once.
+const CHUNK: usize = 64 * 1024;
+
+/// One exec: a process tree in its own PID namespace inside the session.
+#[derive(Debug)]
+pub struct Process {
+    id: u64,
+    argv: Vec<String>,
+    control: Arc<Control>,
+    state: Mutex<ProcState>,
+    /// The last event's seq: waiters wake when it changes.
+    changed: watch::Sender<u64>,
+    stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+}
+
+#[derive(Debug, Default)]
+struct ProcState {
+    events: VecDeque<Event>,
+    /// Bytes of output held in `events`.
+    held: usize,
+    /// Events dropped from the front (oldest first) to stay under the cap.
+    dropped: u64,
+    next_seq: u64,
+    exit: Option<ExitInfo>,
+    /// Why it was killed, if it was (timeout or request).
+    killed: Option<ExitReason>,
+    pid: Option<u64>,
+}
+
+/// What the pump collected from the report pipe.
+#[derive(Debug, Default)]
+struct Report {
+    setup: Option<String>,
+    exec_errno: Option<(String, i32)>,
+    ended: Option<(i32, u64, u64, u64)>,
+}
+
+fn pipe_pair() -> Result<(OwnedFd, OwnedFd)> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| SessionError::io("pipe", e.into()))
+}
+
+impl Process {
+    pub(crate) async fn start(
+        control: Arc<Control>,
+        id: u64,
+        req: &ExecRequest,
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+        pipe_owner: Option<(u32, u32)>,
+        event_buffer: usize,
+    ) -> Result<Arc<Process>> {
+        let (stdin_r, stdin_w) = pipe_pair()?;
+        let (out_r, out_w) = pipe_pair()?;
+        let (err_r, err_w) = pipe_pair()?;
+        let (rep_r, rep_w) = pipe_pair()?;
+        if let Some((uid, gid)) = pipe_owner {
+            for fd in [&stdin_r, &out_w, &err_w] {
+                let _ = rustix::fs::fchown(
+                    fd,
+                    Some(rustix::process::Uid::from_raw(uid)),
+                    Some(rustix::process::Gid::from_raw(gid)),
+                );
+            }
+        }
+        let order = InitOrder::Exec {
+            id,
+            argv: req.argv.clone(),
+            env,
+            cwd,
+        };
+        let reply = control
+            .exec(
+                order,
+                &[stdin_r.as_fd(), out_w.as_fd(), err_w.as_fd(), rep_w.as_fd()],
+            )
+            .await?;
+        drop((stdin_r, out_w, err_w, rep_w));
+        let pid = match reply {
+            InitReply::Started { pid, .. } => pid,
+            InitReply::Refused { message, .. } => return Err(SessionError::Invalid(message)),
+        };
+        let stdin = pipe::Sender::from_owned_fd(stdin_w)
+            .map_err(|e| SessionError::io("stdin pipe", e))?;
+        let (changed, _) = watch::channel(0);
+        let process = Arc::new(Process {
+            id,
+            argv: req.argv.clone(),
+            control,
+            state: Mutex::new(ProcState {
+                next_seq: 1,
+                ..ProcState::default()
+            }),
+            changed,
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+        });
+        process.push(EventKind::Started { pid: pid as u64 }, event_buffer);
+        if let Ok(mut s) = process.state.lock() {
+            s.pid = Some(pid as u64);
+        }
+        if let Some(data) = &req.stdin {
+            process.write_stdin(data).await.ok();
+        }
+        if !req.keep_stdin_open {
+            process.close_stdin().await;
+        }
+        let pumps = Pumps {
+            stdout: pipe::Receiver::from_owned_fd(out_r)
+                .map_err(|e| SessionError::io("stdout pipe", e))?,
+            stderr: pipe::Receiver::from_owned_fd(err_r)
+                .map_err(|e| SessionError::io("stderr pipe", e))?,
+            report: pipe::Receiver::from_owned_fd(rep_r)
+                .map_err(|e| SessionError::io("report pipe", e))?,
+        };
+        tokio::spawn(process.clone().run(pumps, req.timeout, req.output_limit, event_buffer));
+        Ok(process)
+    }
+
+    /// The process id the API shows (unique in the session).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
+
+    fn push(&self, kind: EventKind, cap: usize) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        if let EventKind::Output { data, .. } = &kind {
+            s.held += data.len();
+        }
+        s.events.push_back(Event { seq, kind });
+        // Drop the oldest output first; `Started` and `Exited` stay.
+        while s.held > cap {
+            let Some(pos) = s
+                .events
+                .iter()
+                .position(|e| matches!(e.kind, EventKind::Output { .. }))
+            else {
+                break;
+            };
+            if let Some(Event {
+                kind: EventKind::Output { data, .. },
+                ..
+            }) = s.events.remove(pos)
+            {
+                s.held -= data.len();
+                s.dropped += 1;
+            }
+        }
+        drop(s);
+        self.changed.send_replace(seq);
+    }
+
+    /// Read the pipes until the command and its tree are gone; enforce
+    /// the timeout; record how it ended.
+    async fn run(
+        self: Arc<Self>,
+        mut pumps: Pumps,
+        timeout: Option<Duration>,
+        output_limit: Option<u64>,
+        cap: usize,
+    ) {
+        let started = Instant::now();
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut report = Report::default();
+        let mut report_text = Vec::new();
+        let limit = output_limit.unwrap_or(u64::MAX);
+        let mut counts = [0u64; 2];
+        let mut dropped = [0u64; 2];
+        let (mut out_open, mut err_open, mut rep_open) = (true, true, true);
+        let mut out_buf = vec![0u8; CHUNK];
+        let mut err_buf = vec![0u8; CHUNK];
+        let mut rep_buf = vec![0u8; 4096];
+        while out_open || err_open || rep_open {
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                n = pumps.stdout.read(&mut out_buf), if out_open => match n {
+                    Ok(0) | Err(_) => out_open = false,
+                    Ok(n) => self.output(StreamName::Stdout, &out_buf[..n], limit, &mut counts[0], &mut dropped[0], cap),
+                },
+                n = pumps.stderr.read(&mut err_buf), if err_open => match n {
+                    Ok(0) | Err(_) => err_open = false,
+                    Ok(n) => self.output(StreamName::Stderr, &err_buf[..n], limit, &mut counts[1], &mut dropped[1], cap),
+                },
+                n = pumps.report.read(&mut rep_buf), if rep_open => match n {
+                    Ok(0) | Err(_) => rep_open = false,
+                    Ok(n) => report_text.extend_from_slice(&rep_buf[..n]),
+                },
+                _ = sleep, if self.killed().is_none() => {
+                    self.kill_as(ExitReason::TimedOut).await;
+                }
+            }
+        }
+        parse_report(&report_text, &mut report);
+        let usage = ExecUsage {
+            wall_ms: started.elapsed().as_millis() as u64,
+            user_ms: report.ended.map_or(0, |e| e.1 / 1000),
+            system_ms: report.ended.map_or(0, |e| e.2 / 1000),
+            max_rss_kib: report.ended.map_or(0, |e| e.3),
+            stdout_bytes: counts[0],
+            stderr_bytes: counts[1],
+            stdout_dropped: dropped[0],
+            stderr_dropped: dropped[1],
+        };
+        let info = exit_info(&report, self.killed(), usage);
+        if let Ok(mut s) = self.state.lock() {
+            s.exit = Some(info.clone());
+        }
+        self.push(EventKind::Exited(info), cap);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn output(
+        &self,
+        stream: StreamName,
+        data: &[u8],
+        limit: u64,
+        count: &mut u64,
+        dropped: &mut u64,
+        cap: usize,
+    ) {
+        let room = limit.saturating_sub(*count) as usize;
+        let kept = &data[..data.len().min(room)];
+        *count += kept.len() as u64;
+        *dropped += (data.len() - kept.len()) as u64;
+        if !kept.is_empty() {
+            self.push(
+                EventKind::Output {
+                    stream,
+                    data: kept.to_vec(),
+                },
+                cap,
+            );
+        }
+    }
+
+    fn killed(&self) -> Option<ExitReason> {
+        self.state.lock().ok().and_then(|s| s.killed)
+    }
+
+    async fn kill_as(&self, reason: ExitReason) {
+        if let Ok(mut s) = self.state.lock() {
+            if s.exit.is_some() {
+                return;
+            }
+            s.killed.get_or_insert(reason);
+        }
+        let _ = self
+            .control
+            .send(
+                &InitOrder::Signal {
+                    id: self.id,
+                    signal: libc::SIGKILL,
+                },
+                &[],
+            )
+            .await;
+    }
+
+    /// The session ended under it.
+    pub(crate) fn session_ended(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            if s.exit.is_none() {
+                s.killed.get_or_insert(ExitReason::Killed);
+            }
+        }
+    }
+
+    /// Events after `after_seq` (0: from the start), waiting until there is
+    /// at least one or the process has ended. Returns the events and
+    /// whether the process has ended and everything was delivered.
+    pub async fn events_after(&self, after_seq: u64) -> (Vec<Event>, bool) {
+        let mut rx = self.changed.subscribe();
+        loop {
+            let (events, done) = self.events_now(after_seq);
+            if !events.is_empty() || done {
+                return (events, done);
+            }
+            if rx.changed().await.is_err() {
+                return self.events_now(after_seq);
+            }
+        }
+    }
+
+    /// What is there now after `after_seq`, without waiting.
+    pub fn events_now(&self, after_seq: u64) -> (Vec<Event>, bool) {
+        let Ok(s) = self.state.lock() else {
+            return (Vec::new(), true);
+        };
+        let mut out = Vec::new();
+        let first_kept = s.events.front().map_or(s.next_seq, |e| e.seq);
+        if s.dropped > 0 && after_seq + 1 < first_kept {
+            out.push(Event {
+                seq: after_seq + 1,
+                kind: EventKind::Gap {
+                    dropped_events: s.dropped,
+                },
+            });
+        }
+        out.extend(s.events.iter().filter(|e| e.seq > after_seq).cloned());
+        let last = out.last().map_or(after_seq, |e| e.seq);
+        let done = s.exit.is_some() && last + 1 >= s.next_seq;
+        (out, done)
+    }
+
+    /// Wait for the end.
+    pub async fn wait(&self) -> ExitInfo {
+        let mut rx = self.changed.subscribe();
+        loop {
+            if let Some(exit) = self.exit() {
+                return exit;
+            }
+            if rx.changed().await.is_err() {
+                return self.exit().unwrap_or_else(gone_exit);
+            }
+        }
+    }
+
+    /// How it ended, if it has.
+    pub fn exit(&self) -> Option<ExitInfo> {
+        self.state.lock().ok().and_then(|s| s.exit.clone())
+    }
+
+    /// Send a signal to the command's process group (SIGKILL: the whole
+    /// tree).
+    pub async fn signal(&self, signal: i32) -> Result<()> {
+        if self.exit().is_some() {
+            return Err(SessionError::Ended(format!("process {} has exited", self.id)));
+        }
+        if signal == libc::SIGKILL {
+            self.kill_as(ExitReason::Killed).await;
+            return Ok(());
+        }
+        self.control
+            .send(&InitOrder::Signal { id: self.id, signal }, &[])
+            .await
+    }
+
+    /// Kill the whole process tree.
+    pub async fn kill(&self) {
+        self.kill_as(ExitReason::Killed).await;
+    }
+
+    pub async fn write_stdin(&self, data: &[u8]) -> Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = self.stdin.lock().await;
+        let pipe = stdin
+            .as_mut()
+            .ok_or_else(|| SessionError::Invalid("stdin is closed".into()))?;
+        pipe.write_all(data)
+            .await
+            .map_err(|e| SessionError::io("write to stdin", e))
+    }
+
+    pub async fn close_stdin(&self) {
+        self.stdin.lock().await.take();
+    }
+}
+
+struct Pumps {
+    stdout: pipe::Receiver,
+    stderr: pipe::Receiver,
+    report: pipe::Receiver,
+}
+
+fn parse_report(text: &[u8], report: &mut Report) {
+    for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<ChildReport>(line) {
+            Ok(ChildReport::Setup {
+                layer,
+                message,
+                fix,
+            }) => {
+                let fix = fix.map(|f| format!(" (fix: {f})")).unwrap_or_default();
+                report.setup = Some(format!("{layer}: {message}{fix}"));
+            }
+            Ok(ChildReport::Exec { program, errno }) => report.exec_errno = Some((program, errno)),
+            Ok(ChildReport::Ended {
+                status,
+                user_us,
+                system_us,
+                max_rss_kib,
+            }) => report.ended = Some((status, user_us, system_us, max_rss_kib)),
+            Ok(ChildReport::Landlock { .. }) | Err(_) => {}
+        }
+    }
+}
+
+fn exit_info(report: &Report, killed: Option<ExitReason>, usage: ExecUsage) -> ExitInfo {
+    let base = |exit_code, reason, signal, message| ExitInfo {
+        exit_code,
+        reason,
+        timed_out: reason == ExitReason::TimedOut,
+        signal,
+        message,
+        usage: usage.clone(),
+    };
+    if let Some(setup) = &report.setup {
+        return base(125, ExitReason::SetupFailed, None, Some(setup.clone()));
+    }
+    if let Some((program, errno)) = &report.exec_errno {
+        let (code, what) = if *errno == libc::ENOENT {
+            (127, "not found")
+        } else {
+            (126, "cannot be run")
+        };
+        let err = std::io::Error::from_raw_os_error(*errno);
+        return base(
+            code,
+            ExitReason::SetupFailed,
+            None,
+            Some(format!("{program}: {what} in the sandbox ({err})")),
+        );
+    }
+    match (report.ended, killed) {
+        (Some((status, ..)), _) if libc::WIFEXITED(status) => {
+            base(libc::WEXITSTATUS(status), ExitReason::Exited, None, None)
+        }
+        (Some((status, ..)), None) => {
+            let sig = libc::WTERMSIG(status);
+            base(128 + sig, ExitReason::Signaled, Some(sig), None)
+        }
+        (_, Some(ExitReason::TimedOut)) => base(
+            124,
+            ExitReason::TimedOut,
+            Some(libc::SIGKILL),
+            Some("the timeout passed; the command's whole process tree was killed".into()),
+        ),
+        (Some((status, ..)), Some(reason)) => {
+            let sig = libc::WTERMSIG(status);
+            base(128 + sig, reason, Some(sig), None)
+        }
+        (None, reason) => base(
+            128 + libc::SIGKILL,
+            reason.unwrap_or(ExitReason::Killed),
+            Some(libc::SIGKILL),
+            Some("killed with its process tree".into()),
+        ),
+    }
+}
+
+fn gone_exit() -> ExitInfo {
+    ExitInfo {
+        exit_code: 128 + libc::SIGKILL,
+        reason: ExitReason::Killed,
+        timed_out: false,
+        signal: Some(libc::SIGKILL),
+        message: Some("the session ended".into()),
+        usage: ExecUsage::default(),
+    }
+}

@@ -1,0 +1,482 @@
+//! Long-lived sandboxes: the supervisor side of a session.
+//!
+//! [`start_session`] builds a sandbox like [`crate::run`] does (namespaces,
+//! root, cgroup, seccomp program, proxy listener) but its init does not run
+//! a command: it serves [`InitOrder`]s on a control socket
+//! (crate::session_init). Whoever holds the control socket starts commands
+//! in the sandbox; when it closes the socket, the init leaves and the
+//! kernel kills everything in the sandbox.
+//!
+//! Call [`start_session`] from a single-threaded process (a spawner
+//! forked before any thread): see [`crate::run_with`] for why.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rustix::net::{
+    recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::child::{self, ChildContext};
+use crate::error::{ChildReport, JailError, Result};
+use crate::outcome::Enforcement;
+use crate::rootfs::Plan;
+use crate::run::{clone_sandbox, open_channels, record_identity, release_child, Groups};
+use crate::seccomp::{self, FilterOptions};
+use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec};
+use crate::sys::{self, Forked};
+
+/// Largest order or reply on the control socket (argv and environment
+/// of one exec, as JSON).
+pub const MAX_MESSAGE_BYTES: usize = 60 * 1024;
+
+/// Most descriptors one message carries.
+const MAX_MESSAGE_FDS: usize = 8;
+
+/// How long the root may take to build before the start is given up.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the engine asks a session's init to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum InitOrder {
+    /// Start a command. The message carries four descriptors: its stdin,
+    /// stdout and stderr, and the write end of its report pipe (JSON
+    /// lines: setup failures, the Landlock ABI, and finally
+    /// [`ChildReport::Ended`]; end-of-file without `Ended` means the exec
+    /// was killed).
+    Exec {
+        id: u64,
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+    },
+    /// Send `signal` to the exec's leader: SIGKILL ends its whole PID
+    /// namespace; other signals go on to the command's process group.
+    Signal { id: u64, signal: i32 },
+}
+
+/// The init's answer to an [`InitOrder::Exec`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum InitReply {
+    /// `pid` is the leader's, in the sandbox's PID namespace.
+    Started { id: u64, pid: i32 },
+    Refused { id: u64, message: String },
+}
+
+/// Send one message (JSON) with `fds` attached on a SEQPACKET socket.
+/// On a non-blocking socket this returns `WouldBlock` when the socket is
+/// full; nothing was sent then.
+pub fn send_message(
+    socket: BorrowedFd<'_>,
+    message: &impl Serialize,
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
+    let bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the command's arguments and environment take {} bytes as JSON; at most {MAX_MESSAGE_BYTES} are accepted",
+                bytes.len()
+            ),
+        ));
+    }
+    if fds.len() > MAX_MESSAGE_FDS {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"));
+    }
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_MESSAGE_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("control buffer too small"));
+    }
+    let sent = sendmsg(socket, &[IoSlice::new(&bytes)], &mut control, SendFlags::NOSIGNAL)?;
+    if sent != bytes.len() {
+        return Err(io::Error::other("message cut short"));
+    }
+    Ok(())
+}
+
+/// Receive one message and its descriptors; `None` when the peer closed.
+/// A message that is too large or not the expected JSON is
+/// `InvalidData` (its descriptors are closed).
+pub fn recv_message<T: DeserializeOwned>(
+    socket: BorrowedFd<'_>,
+) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_MESSAGE_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut buf = vec![0u8; MAX_MESSAGE_BYTES + 1];
+    let msg = recvmsg(
+        socket,
+        &mut [IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = m {
+            fds.extend(received);
+        }
+    }
+    if msg.bytes == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    if msg.flags.contains(rustix::net::ReturnFlags::TRUNC) || msg.bytes > MAX_MESSAGE_BYTES {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "message too large"));
+    }
+    let message = serde_json::from_slice(&buf[..msg.bytes])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(Some((message, fds)))
+}
+
+/// A session's sandbox as its spawner holds it.
+#[derive(Debug)]
+pub struct LiveSandbox {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    control: Option<OwnedFd>,
+    proxy_listener: Option<std::net::TcpListener>,
+    groups: Groups,
+    enforcement: Enforcement,
+    pipe_owner: Option<(u32, u32)>,
+    reaped: bool,
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Groups")
+            .field("dirs", &self.group.as_ref().map(|g| g.dirs().to_vec()))
+            .finish()
+    }
+}
+
+/// How a session's sandbox ended.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionEnd {
+    /// Every cgroup of the sandbox is gone.
+    pub groups_removed: bool,
+    pub stats: crate::cgroup::Stats,
+}
+
+impl LiveSandbox {
+    /// The init's pid on the host.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    pub fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    /// The socket the init reads [`InitOrder`]s from (once).
+    pub fn take_control(&mut self) -> Option<OwnedFd> {
+        self.control.take()
+    }
+
+    /// The egress proxy's listener inside the sandbox's network namespace
+    /// (network mode proxy; once).
+    pub fn take_proxy_listener(&mut self) -> Option<std::net::TcpListener> {
+        self.proxy_listener.take()
+    }
+
+    pub fn enforcement(&self) -> &Enforcement {
+        &self.enforcement
+    }
+
+    /// The sandbox's cgroup directories (read its usage there).
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        self.groups
+            .group
+            .as_ref()
+            .map(|g| g.dirs().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The host owner to give an exec's pipes (when the sandbox's user is
+    /// not the caller, e.g. a root caller), so that `/dev/stdout` can be
+    /// reopened inside.
+    pub fn pipe_owner(&self) -> Option<(u32, u32)> {
+        self.pipe_owner
+    }
+
+    /// Whether the init has exited (reaps it when it has).
+    pub fn exited(&mut self) -> bool {
+        if self.reaped {
+            return true;
+        }
+        if matches!(sys::wait4(self.pid, libc::WNOHANG), Ok((p, _, _)) if p == self.pid) {
+            self.reaped = true;
+        }
+        self.reaped
+    }
+
+    /// Kill the sandbox, reap its init and remove its groups.
+    pub fn end(&mut self) -> SessionEnd {
+        self.control = None;
+        self.proxy_listener = None;
+        if !self.reaped {
+            let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
+            let _ = sys::wait4(self.pid, 0);
+            self.reaped = true;
+        }
+        let mut group = self.groups.group.take();
+        let stats = group.as_ref().map(|g| g.stats()).unwrap_or_default();
+        let groups_removed = group.as_mut().is_none_or(|g| g.remove());
+        SessionEnd {
+            groups_removed,
+            stats,
+        }
+    }
+}
+
+impl Drop for LiveSandbox {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// Build a session's sandbox: everything `run` builds, with an init that
+/// serves exec orders (at most `max_execs` at once get a PID namespace).
+/// Returns once the root is built and the init waits for orders.
+pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
+    if spec.isolation.level != IsolationLevel::Namespaces {
+        return Err(JailError::setup(
+            Layer::UserNamespace,
+            "a session needs the namespaces isolation level (each exec gets a PID namespace of its own)",
+            Some(&crate::run::userns_fix()),
+        ));
+    }
+    crate::run::refuse_unsupported(spec)?;
+    crate::test_switch::check().map_err(JailError::InvalidSpec)?;
+    let level = spec.isolation.level;
+    let mut enforcement = Enforcement {
+        isolation: level,
+        ..Enforcement::default()
+    };
+    let mut plan = Plan::new(spec)?;
+    plan.allow_pid_namespaces(max_execs.saturating_add(1));
+    let identity = crate::identity::Identity::prepare(
+        level,
+        &plan.user_bind_paths(),
+        !spec.staged.is_empty(),
+    );
+    plan.use_idmapped(identity.raw_fds());
+    record_identity(&mut enforcement, &identity);
+    let pipe_owner = (identity.report.source != "caller")
+        .then_some((identity.report.host_uid, identity.report.host_gid));
+    let program = seccomp::compile(FilterOptions {
+        unix_sockets: spec.allow_unix_sockets,
+        inet_sockets: spec.network != NetworkMode::None,
+        notify: false,
+        observe: false,
+    })?;
+    let mut groups = Groups::create_with(spec, &mut enforcement, false)?;
+    let (parent, child_ends) = open_channels()?;
+    let (pid, pidfd) = match clone_sandbox(level) {
+        Ok(Forked::Child) => child::enter(ChildContext {
+            spec,
+            plan: Some(&plan),
+            seccomp: &program,
+            cgroup: groups.group.as_ref(),
+            fds: child_ends.child_fds(),
+            rlimit_pids: groups.rlimit_pids,
+            rlimit_memory: groups.rlimit_memory,
+            landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
+            drop_groups: identity.drop_groups,
+            session: true,
+        }),
+        Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+        Err(e) => {
+            groups.release();
+            return Err(e);
+        }
+    };
+    drop(child_ends);
+    let released = release_child(pid, level, &identity, groups.group.as_ref(), parent.sync);
+    drop(identity);
+    let mut live = LiveSandbox {
+        pid,
+        pidfd,
+        control: Some(parent.control),
+        proxy_listener: None,
+        groups,
+        enforcement,
+        pipe_owner,
+        reaped: false,
+    };
+    released?;
+    if spec.network == NetworkMode::Proxy {
+        if let Some(control) = live.control.as_ref() {
+            if let Ok(Some(fd)) = crate::fdpass::recv_fd(control) {
+                live.proxy_listener = Some(std::net::TcpListener::from(fd));
+            }
+        }
+    }
+    wait_until_built(&parent.report)?;
+    if spec.network == NetworkMode::Proxy && live.proxy_listener.is_none() {
+        return Err(JailError::setup(
+            Layer::NetworkNamespace,
+            "the sandbox did not hand over its proxy listener",
+            None,
+        ));
+    }
+    Ok(live)
+}
+
+/// Read the init's report pipe to its end: end-of-file alone means the
+/// root is built; a line is the reason it could not be.
+fn wait_until_built(report: &OwnedFd) -> Result<()> {
+    let deadline = std::time::Instant::now() + BUILD_TIMEOUT;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut fds = [rustix::event::PollFd::new(report, rustix::event::PollFlags::IN)];
+        let timeout = rustix::event::Timespec::try_from(left).ok();
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(0) => {
+                return Err(JailError::setup(
+                    Layer::Filesystem,
+                    format!("the sandbox's root was not built within {BUILD_TIMEOUT:?}"),
+                    None,
+                ))
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(JailError::io("wait for the sandbox", e.into())),
+        }
+        match rustix::io::read(report, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+            Err(rustix::io::Errno::INTR) | Err(rustix::io::Errno::AGAIN) => {}
+            Err(e) => return Err(JailError::io("read the sandbox's report", e.into())),
+        }
+    }
+    let first = text.split(|b| *b == b'\n').find(|l| !l.is_empty());
+    match first.map(serde_json::from_slice::<ChildReport>) {
+        None => Ok(()),
+        Some(Ok(ChildReport::Setup {
+            layer,
+            message,
+            fix,
+        })) => Err(JailError::Setup {
+            layer,
+            message,
+            fix,
+        }),
+        Some(other) => Err(JailError::Hook(format!(
+            "unexpected report from the sandbox: {other:?}"
+        ))),
+    }
+}
+
+/// The sandbox's usage now, read from its cgroup directories.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct CurrentUsage {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpu_usec: Option<u64>,
+}
+
+/// Read the current memory, process count and CPU time of the groups in
+/// `dirs` (v1 or v2, by which files each holds).
+pub fn current_usage(dirs: &[PathBuf]) -> CurrentUsage {
+    let read = |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let mut u = CurrentUsage::default();
+    for d in dirs {
+        u.memory_bytes = u
+            .memory_bytes
+            .or_else(|| read(d.join("memory.current")))
+            .or_else(|| read(d.join("memory.usage_in_bytes")));
+        u.pids = u.pids.or_else(|| read(d.join("pids.current")));
+        u.cpu_usec = u
+            .cpu_usec
+            .or_else(|| {
+                let text = std::fs::read_to_string(d.join("cpu.stat")).ok()?;
+                text.lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .or_else(|| read(d.join("cpuacct.usage")).map(|ns| ns / 1000));
+    }
+    u
+}
+
+/// Removes the groups of every sandbox this process made once it is
+/// gone, even after SIGKILL: a small process that waits for end-of-file on
+/// a pipe only this process holds, then sweeps `cordon-<pid>-*` groups.
+/// Fork it while single-threaded.
+#[derive(Debug)]
+pub struct GroupSweeper {
+    _wake: OwnedFd,
+}
+
+impl GroupSweeper {
+    pub fn start() -> Result<GroupSweeper> {
+        let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| JailError::io("pipe", e.into()))?;
+        let owner = std::process::id();
+        match sys::fork().map_err(|e| JailError::io("fork group sweeper", e))? {
+            None => {
+                let keep = rd.as_raw_fd();
+                sys::close_all_from_except(0, &[keep]);
+                let _ = rustix::process::setsid();
+                let mut b = [0u8; 1];
+                // SAFETY: blocking read of one byte into a local buffer;
+                // returns at end-of-file when the owner is gone.
+                while unsafe { libc::read(keep, b.as_mut_ptr() as *mut libc::c_void, 1) } > 0 {}
+                crate::cgroup::remove_owned_by(owner);
+                sys::exit_now(0)
+            }
+            Some(_) => Ok(GroupSweeper { _wake: wr }),
+        }
+    }
+}
+
+/// The number of threads of this process.
+fn thread_count() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Fork a helper process that runs `main` and exits with its return
+/// value; returns the helper's pid. In the helper every descriptor above
+/// stderr is closed except `keep`. Refused unless this process has a
+/// single thread (the helper then may allocate and take locks freely, and
+/// may itself create user namespaces).
+pub fn fork_helper(keep: &[BorrowedFd<'_>], main: impl FnOnce() -> i32) -> Result<i32> {
+    match thread_count() {
+        Some(1) => {}
+        n => {
+            return Err(JailError::InvalidSpec(format!(
+                "a sandbox helper must be forked while the process has one thread (it has {}); fork it before starting threads or an async runtime",
+                n.map_or_else(|| "an unknown number".to_string(), |n| n.to_string())
+            )))
+        }
+    }
+    match sys::fork().map_err(|e| JailError::io("fork", e))? {
+        None => {
+            let keep: Vec<i32> = keep.iter().map(|fd| fd.as_raw_fd()).collect();
+            sys::close_all_from_except(3, &keep);
+            let code = main();
+            sys::exit_now(code)
+        }
+        Some(pid) => Ok(pid),
+    }
+}
+
+/// Tie this process to its parent: SIGKILL when the parent dies. Returns
+/// false when the parent is already gone (the caller should exit).
+pub fn die_with_parent(parent: i32) -> bool {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) == Some(parent)
+}

@@ -1,0 +1,233 @@
+//! The init of a session: instead of running one command, PID 1 of the
+//! sandbox waits for exec orders on its control socket and starts each
+//! one under a leader of its own.
+//!
+//! ```text
+//! init (PID 1 of the sandbox) ── order ──> leader (PID 1 of a new PID namespace)
+//!                                              └─ workload (the command: rlimits,
+//!                                                 Landlock, caps, seccomp, exec)
+//! ```
+//!
+//! The leader reaps, forwards signals to the workload's process group, and
+//! when the workload ends writes its status and usage as the last line of
+//! the exec's report pipe and exits: the kernel then kills whatever the
+//! command left in its PID namespace. Killing the leader (a timeout) kills
+//! the exec's whole tree, daemons included, and nothing else.
+//!
+//! Both run between `clone` and `execve` on a copy of the single-threaded
+//! spawner, like the rest of crate::child.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use crate::child::{report, workload_main, ChildContext, ChildFds, FORWARDED};
+use crate::error::ChildReport;
+use crate::session::{recv_message, send_message, InitOrder, InitReply};
+use crate::spec::StdinMode;
+use crate::sys::{self, Forked};
+
+/// The descriptors an exec order carries, in this order.
+const EXEC_FDS: usize = 4;
+
+/// Serve exec orders until the control socket closes (the engine is gone
+/// or ended the session); leaving then kills everything in the sandbox.
+pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
+    let Some(control) = ctx.fds.control else {
+        sys::exit_now(125)
+    };
+    let Ok(set) = sys::block_signals(&[libc::SIGCHLD]) else {
+        sys::exit_now(125)
+    };
+    let Ok(sigfd) = sys::signalfd(&set) else {
+        sys::exit_now(125)
+    };
+    // The root is built: closing the report pipe tells the spawner so.
+    // SAFETY: closing our own descriptors, not used again.
+    unsafe {
+        libc::close(ctx.fds.report);
+        libc::close(ctx.fds.status);
+    }
+    // SAFETY: the control socket stays open for this process's life.
+    let control = unsafe { BorrowedFd::borrow_raw(control) };
+    let mut leaders: HashMap<u64, libc::pid_t> = HashMap::new();
+    loop {
+        let mut fds = [
+            rustix::event::PollFd::new(&control, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(&sigfd, rustix::event::PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => sys::exit_now(125),
+        }
+        let (order_ready, child_ready) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+        if child_ready {
+            while sys::read_signalfd(sigfd.as_raw_fd()).is_some() {}
+            reap_leaders(&mut leaders);
+        }
+        if order_ready {
+            match recv_message::<InitOrder>(control) {
+                Ok(Some((order, fds))) => handle(ctx, control, order, fds, &mut leaders),
+                Ok(None) => sys::exit_now(0),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // A malformed order (too large, not JSON) is refused
+                // without an id to answer to; the engine never sends one.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {}
+                Err(_) => sys::exit_now(0),
+            }
+        }
+    }
+}
+
+fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>) {
+    loop {
+        match sys::wait4(-1, libc::WNOHANG) {
+            Ok((pid, _, _)) if pid > 0 => leaders.retain(|_, p| *p != pid),
+            _ => break,
+        }
+    }
+}
+
+fn handle(
+    ctx: &ChildContext<'_>,
+    control: BorrowedFd<'_>,
+    order: InitOrder,
+    fds: Vec<OwnedFd>,
+    leaders: &mut HashMap<u64, libc::pid_t>,
+) {
+    match order {
+        InitOrder::Exec {
+            id,
+            argv,
+            env,
+            cwd,
+        } => {
+            let reply = match start_exec(ctx, id, argv, env, cwd, fds) {
+                Ok(pid) => {
+                    leaders.insert(id, pid);
+                    InitReply::Started { id, pid }
+                }
+                Err(message) => InitReply::Refused { id, message },
+            };
+            let _ = send_message(control, &reply, &[]);
+        }
+        InitOrder::Signal { id, signal } => {
+            if let Some(&pid) = leaders.get(&id) {
+                // SAFETY: kill(2) on our own unreaped child (its pid cannot
+                // have been reused); SIGKILL ends its PID namespace.
+                unsafe { libc::kill(pid, signal) };
+            }
+        }
+    }
+}
+
+/// Fork the exec's leader into a new PID namespace; returns its pid.
+fn start_exec(
+    ctx: &ChildContext<'_>,
+    id: u64,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: std::path::PathBuf,
+    fds: Vec<OwnedFd>,
+) -> Result<libc::pid_t, String> {
+    let Ok(fds): Result<[OwnedFd; EXEC_FDS], _> = fds.try_into() else {
+        return Err(format!("exec {id}: expected {EXEC_FDS} descriptors"));
+    };
+    if argv.is_empty() {
+        return Err("no command given".into());
+    }
+    let mut spec = ctx.spec.clone();
+    spec.argv = argv;
+    spec.env = env;
+    spec.cwd = cwd;
+    spec.stdin = StdinMode::Inherit;
+    match sys::clone_sandbox(libc::CLONE_NEWPID) {
+        Ok(Forked::Child) => leader_main(ctx, &spec, fds),
+        Ok(Forked::Parent { pid, pidfd }) => {
+            drop(pidfd);
+            Ok(pid)
+        }
+        Err(e) => Err(format!("cannot start the command's process namespace: {e}")),
+    }
+}
+
+/// PID 1 of one exec: start the workload, reap, forward signals, report
+/// how the workload ended, and leave (taking the rest of the tree along).
+fn leader_main(ctx: &ChildContext<'_>, spec: &crate::spec::Spec, fds: [OwnedFd; EXEC_FDS]) -> ! {
+    // SAFETY: prctl with integer arguments: die with the session's init.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let [stdin, stdout, stderr, report_fd] = fds;
+    for (fd, target) in [(stdin.as_fd(), 0), (stdout.as_fd(), 1), (stderr.as_fd(), 2)] {
+        // SAFETY: dup2 of a descriptor we own onto stdio.
+        if unsafe { libc::dup2(fd.as_raw_fd(), target) } == -1 {
+            sys::exit_now(125);
+        }
+    }
+    let rfd = report_fd.as_raw_fd();
+    // The control socket, the init's signalfd and the order's originals go.
+    sys::close_all_from_except(3, &[rfd]);
+    std::mem::forget((stdin, stdout, stderr, report_fd));
+
+    let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
+    wanted.push(libc::SIGCHLD);
+    let Ok(set) = sys::block_signals(&wanted) else {
+        sys::exit_now(125)
+    };
+    let exec_ctx = ChildContext {
+        spec,
+        plan: ctx.plan,
+        seccomp: ctx.seccomp,
+        cgroup: None,
+        fds: ChildFds {
+            sync: -1,
+            report: rfd,
+            status: -1,
+            stdout: 1,
+            stderr: 2,
+            control: None,
+        },
+        rlimit_pids: ctx.rlimit_pids,
+        rlimit_memory: ctx.rlimit_memory,
+        landlock_optional: ctx.landlock_optional,
+        drop_groups: ctx.drop_groups,
+        session: true,
+    };
+    let workload = match sys::fork() {
+        Ok(Some(pid)) => pid,
+        Ok(None) => workload_main(&exec_ctx),
+        Err(_) => sys::exit_now(125),
+    };
+    loop {
+        // SAFETY: `set` is a valid, initialised sigset_t.
+        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if sig == -1 {
+            continue;
+        }
+        if sig != libc::SIGCHLD {
+            // SAFETY: kill(2) on the workload's process group (it called
+            // setsid, so it leads one).
+            unsafe { libc::kill(-workload, sig) };
+            continue;
+        }
+        loop {
+            match sys::wait4(-1, libc::WNOHANG) {
+                Ok((pid, status, usage)) if pid == workload => {
+                    report(rfd, &ended(status, &usage));
+                    sys::exit_now(0);
+                }
+                Ok((pid, _, _)) if pid > 0 => {}
+                _ => break,
+            }
+        }
+    }
+}
+
+fn ended(status: i32, usage: &libc::rusage) -> ChildReport {
+    let us = |t: libc::timeval| (t.tv_sec as u64) * 1_000_000 + t.tv_usec as u64;
+    ChildReport::Ended {
+        status,
+        user_us: us(usage.ru_utime),
+        system_us: us(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss.max(0) as u64,
+    }
+}

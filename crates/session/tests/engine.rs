@@ -1,0 +1,222 @@
+//! The session engine against the real kernel: a spawner forked before
+//! any thread, sandboxes with real namespaces, execs forked by the
+//! sandbox's init.
+//!
+//! The spawner must be forked while the process has one thread, which the
+//! default test harness does not allow: this file has its own `main`
+//! (`harness = false`) and runs its cases one after another.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cordon_session::{
+    CreateSession, EndCause, Engine, EngineConfig, EventKind, ExecRequest, ExitReason, Session,
+    Spawner, StreamName,
+};
+
+fn spec() -> cordon_jail::Spec {
+    let mut spec = cordon_jail::Spec::new(Vec::new(), PathBuf::from("/tmp"));
+    spec.limits.pids = Some(256);
+    spec.limits.memory = Some(512 << 20);
+    spec
+}
+
+fn req(argv: &[&str]) -> ExecRequest {
+    ExecRequest {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        ..ExecRequest::default()
+    }
+}
+
+async fn run(session: &Session, argv: &[&str]) -> (cordon_session::ExitInfo, String, String) {
+    run_req(session, req(argv)).await
+}
+
+async fn run_req(session: &Session, r: ExecRequest) -> (cordon_session::ExitInfo, String, String) {
+    let p = session.exec(r).await.unwrap_or_else(|e| panic!("exec: {e}"));
+    let exit = p.wait().await;
+    let (events, done) = p.events_now(0);
+    assert!(done, "all events delivered once it exited");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    for e in events {
+        if let EventKind::Output { stream, data } = e.kind {
+            match stream {
+                StreamName::Stdout => out.extend(data),
+                StreamName::Stderr => err.extend(data),
+            }
+        }
+    }
+    (
+        exit,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}
+
+async fn create(engine: &Engine) -> Arc<Session> {
+    engine
+        .create(CreateSession {
+            spec: spec(),
+            idle_timeout: None,
+            ttl: None,
+            owner: "test".into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("create: {e}"))
+}
+
+fn processes_named(name: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(name) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+async fn output_exit_code_and_state_across_execs(engine: &Engine) {
+    let sb = create(engine).await;
+    let (exit, out, err) = run(&sb, &["sh", "-c", "echo hi; echo oops >&2; exit 3"]).await;
+    assert_eq!((exit.exit_code, exit.reason), (3, ExitReason::Exited));
+    assert_eq!((out.as_str(), err.as_str()), ("hi\n", "oops\n"));
+
+    let (exit, ..) = run(&sb, &["sh", "-c", "echo kept > /tmp/state"]).await;
+    assert_eq!(exit.exit_code, 0);
+    let (_, out, _) = run(&sb, &["cat", "/tmp/state"]).await;
+    assert_eq!(out, "kept\n", "a file written by one exec is there for the next");
+
+    let mut with_stdin = req(&["tr", "a-z", "A-Z"]);
+    with_stdin.stdin = Some(b"shout".to_vec());
+    let (_, out, _) = run_req(&sb, with_stdin).await;
+    assert_eq!(out, "SHOUT");
+
+    let (exit, _, _) = run(&sb, &["no-such-command"]).await;
+    assert_eq!((exit.exit_code, exit.reason), (127, ExitReason::SetupFailed));
+
+    // Each exec is PID 2 of a namespace of its own, under its leader.
+    let (_, out, _) = run(&sb, &["sh", "-c", "echo $$"]).await;
+    assert_eq!(out, "2\n");
+    engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A timeout kills the exec's whole tree, a daemon that left its process
+/// group included, and the session lives on.
+async fn timeout_kills_the_tree_not_the_session(engine: &Engine) {
+    let sb = create(engine).await;
+    // The marker is assembled by the shell, so only the daemon's own
+    // command line holds it.
+    let marker = "cordon-daemon-marker-4242";
+    let mut r = req(&[
+        "sh",
+        "-c",
+        "m=cordon-daemon; setsid sh -c \"sleep 1000; : $m-marker-4242\" & sleep 1000",
+    ]);
+    r.timeout = Some(Duration::from_millis(500));
+    let p = sb.exec(r).await.unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!processes_named(marker).is_empty(), "the daemon ran");
+    let exit = p.wait().await;
+    assert_eq!((exit.exit_code, exit.timed_out), (124, true));
+    for _ in 0..50 {
+        if processes_named(marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(processes_named(marker).is_empty(), "the daemon died with its exec");
+    let (exit, out, _) = run(&sb, &["echo", "alive"]).await;
+    assert_eq!((exit.exit_code, out.as_str()), (0, "alive\n"), "the session lives on");
+    engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Output can be read again from any point after the process is gone.
+async fn reattach_after_exit(engine: &Engine) {
+    let sb = create(engine).await;
+    let p = sb
+        .exec(req(&["sh", "-c", "for i in 1 2 3; do echo line$i; done"]))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    p.wait().await;
+    let (all, done) = p.events_after(0).await;
+    assert!(done);
+    assert!(matches!(all.first().map(|e| &e.kind), Some(EventKind::Started { .. })));
+    assert!(matches!(all.last().map(|e| &e.kind), Some(EventKind::Exited(_))));
+    let second = all[1].seq;
+    let (rest, _) = p.events_after(second).await;
+    assert!(rest.iter().all(|e| e.seq > second));
+    assert_eq!(rest.len(), all.len() - 2);
+    engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Deleting a session leaves no process, and no cgroup.
+async fn destroy_leaves_nothing(engine: &Engine) {
+    let sb = create(engine).await;
+    let marker = "cordon-destroy-marker-777";
+    let mut r = req(&["sh", "-c", "m=cordon-destroy; sh -c \"sleep 1000; : $m-marker-777\""]);
+    r.keep_stdin_open = false;
+    let _p = sb.exec(r).await.unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!processes_named(marker).is_empty());
+    let teardown = engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(teardown.clean, "groups removed");
+    assert!(processes_named(marker).is_empty(), "nothing left running");
+    assert!(engine.session(sb.id()).is_none());
+    assert!(sb.exec(req(&["true"])).await.is_err(), "an ended session runs nothing");
+}
+
+/// Files written by one session are not seen by the next.
+async fn sessions_do_not_share_tmp(engine: &Engine) {
+    let a = create(engine).await;
+    let b = create(engine).await;
+    run(&a, &["sh", "-c", "echo secret > /tmp/a-only"]).await;
+    let (exit, ..) = run(&b, &["test", "-e", "/tmp/a-only"]).await;
+    assert_eq!(exit.exit_code, 1, "b does not see a's /tmp");
+    engine.shutdown().await;
+    assert!(engine.sessions().is_empty());
+}
+
+fn main() {
+    let spawner = match Spawner::fork() {
+        Ok(s) => s,
+        Err(e) => panic!("fork the spawner: {e}"),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    rt.block_on(async {
+        let engine = Engine::new(spawner, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+            .map(|s| s.trim() != "0")
+            .unwrap_or(false);
+        if !userns {
+            if std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_some() {
+                panic!("user namespaces are off on this host");
+            }
+            println!("SKIPPED: user namespaces are off on this host");
+            return;
+        }
+        macro_rules! case {
+            ($f:ident) => {{
+                print!("test {} ... ", stringify!($f));
+                $f(&engine).await;
+                println!("ok");
+            }};
+        }
+        case!(output_exit_code_and_state_across_execs);
+        case!(timeout_kills_the_tree_not_the_session);
+        case!(reattach_after_exit);
+        case!(destroy_leaves_nothing);
+        case!(sessions_do_not_share_tmp);
+    });
+}
