@@ -18,6 +18,8 @@ pub const KIND_EGRESS: &str = "egress";
 pub const KIND_INCIDENT: &str = "incident";
 /// Kind of [`Promotion`] records.
 pub const KIND_PROMOTION: &str = "promotion";
+/// Record kind for an action taken through the HTTP API of `cordon serve`.
+pub const KIND_API_ACTION: &str = "api_action";
 /// Record kind written by the store itself when, before a write, it found
 /// that the store's last record did not match the head file (records were
 /// removed or the head file replaced). `verify` always reports it.
@@ -295,6 +297,22 @@ pub struct Promotion {
     pub allowed_rules: Vec<String>,
 }
 
+/// An action taken through the HTTP API of `cordon serve` (create, exec,
+/// file operation, delete, ...), recorded under the sandbox's run id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiAction {
+    /// Who asked: the token's name, or `owner` for the unix socket.
+    pub actor: String,
+    /// What: `create`, `exec`, `signal`, `file_write`, `delete`, ...
+    pub action: String,
+    /// The sandbox it touched, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The details (the command, the path, the outcome).
+    #[serde(default)]
+    pub detail: Value,
+}
+
 /// One event to append.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -308,6 +326,8 @@ pub enum Event {
     Incident(Incident),
     /// See [`Promotion`].
     Promotion(Promotion),
+    /// See [`ApiAction`].
+    ApiAction(ApiAction),
 }
 
 impl Event {
@@ -319,6 +339,7 @@ impl Event {
             Event::Egress(_) => KIND_EGRESS,
             Event::Incident(_) => KIND_INCIDENT,
             Event::Promotion(_) => KIND_PROMOTION,
+            Event::ApiAction(_) => KIND_API_ACTION,
         }
     }
 
@@ -330,6 +351,7 @@ impl Event {
             Event::Egress(e) => serde_json::to_value(e),
             Event::Incident(e) => serde_json::to_value(e),
             Event::Promotion(e) => serde_json::to_value(e),
+            Event::ApiAction(e) => serde_json::to_value(e),
         }
     }
 
@@ -342,6 +364,7 @@ impl Event {
             KIND_EGRESS => parse(|v| serde_json::from_value(v).map(Event::Egress)),
             KIND_INCIDENT => parse(|v| serde_json::from_value(v).map(Event::Incident)),
             KIND_PROMOTION => parse(|v| serde_json::from_value(v).map(Event::Promotion)),
+            KIND_API_ACTION => parse(|v| serde_json::from_value(v).map(Event::ApiAction)),
             _ => None,
         }
     }
@@ -365,6 +388,11 @@ impl From<Egress> for Event {
 impl From<Promotion> for Event {
     fn from(e: Promotion) -> Self {
         Event::Promotion(e)
+    }
+}
+impl From<ApiAction> for Event {
+    fn from(e: ApiAction) -> Self {
+        Event::ApiAction(e)
     }
 }
 impl From<Incident> for Event {

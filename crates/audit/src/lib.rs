@@ -57,7 +57,7 @@ mod writer;
 pub use chain::{Head, HeadFile};
 pub use error::AuditError;
 pub use event::{
-    Decision, Egress, EndReason, Event, Incident, IncidentKind, Promotion, Record, RunEnded,
+    ApiAction, Decision, Egress, EndReason, Event, Incident, IncidentKind, Promotion, Record, RunEnded,
     RunStarted, Severity, StreamSummary,
 };
 pub use store::{

@@ -1,0 +1,160 @@
+//! The server's one audit writer. A sandbox is a run in the store (started
+//! when it is created, ended when it goes); every API action is an
+//! `api_action` record with the caller's name, under the sandbox's run id
+//! (or the server's own run for actions on no sandbox).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cordon_audit::{ApiAction, AuditWriter, EndReason, RunEnded, RunStarted};
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+
+/// A cheap handle on the writer; `None` when auditing is off.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    writer: Option<AuditWriter>,
+    server_run: String,
+    /// sandbox id -> run id
+    runs: Mutex<HashMap<String, String>>,
+}
+
+impl AuditLog {
+    pub fn new(writer: Option<AuditWriter>) -> AuditLog {
+        AuditLog {
+            inner: Arc::new(Inner {
+                writer,
+                server_run: cordon_audit::new_run_id(),
+                runs: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Auditing off (tests of the routing, `--no-audit`).
+    pub fn disabled() -> AuditLog {
+        AuditLog::new(None)
+    }
+
+    fn append(&self, run_id: &str, event: impl Into<cordon_audit::Event>) {
+        if let Some(w) = &self.inner.writer {
+            if let Err(e) = w.append(run_id, event) {
+                tracing::warn!("audit: {e}");
+            }
+        }
+    }
+
+    fn run_of(&self, sandbox: Option<&str>) -> String {
+        sandbox
+            .and_then(|id| self.inner.runs.lock().ok()?.get(id).cloned())
+            .unwrap_or_else(|| self.inner.server_run.clone())
+    }
+
+    /// The server started (its own run).
+    pub fn server_started(&self, argv: Vec<String>, detail: Value) {
+        self.append(
+            &self.inner.server_run,
+            RunStarted {
+                argv,
+                cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                profile_name: Some("server".into()),
+                enforcement: detail,
+                ..RunStarted::default()
+            },
+        );
+    }
+
+    /// The server stopped.
+    pub fn server_stopped(&self, detail: Value) {
+        self.action_by("server", "shutdown", None, detail);
+        self.append(&self.inner.server_run, ended(EndReason::Killed));
+    }
+
+    /// A sandbox was made: it becomes a run in the store.
+    pub fn sandbox_created(&self, caller: &Caller, id: &str, profile_name: &str, detail: Value) {
+        let run = cordon_audit::new_run_id();
+        if let Ok(mut runs) = self.inner.runs.lock() {
+            runs.insert(id.to_owned(), run.clone());
+        }
+        self.append(
+            &run,
+            RunStarted {
+                argv: Vec::new(),
+                cwd: None,
+                profile_name: Some(profile_name.to_owned()),
+                enforcement: json!({"sandbox": id, "owner": caller.name()}),
+                cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                ..RunStarted::default()
+            },
+        );
+        self.record(caller, "create", Some(id), detail);
+    }
+
+    /// A sandbox is gone (deleted, timed out, died, shut down).
+    pub fn sandbox_ended(&self, actor: &str, id: &str, cause: &str, clean: bool) {
+        self.action_by(actor, "end", Some(id), json!({"cause": cause, "clean": clean}));
+        let run = self.inner.runs.lock().ok().and_then(|mut r| r.remove(id));
+        if let Some(run) = run {
+            let reason = if cause == "died" {
+                EndReason::Signal
+            } else {
+                EndReason::Killed
+            };
+            self.append(&run, ended(reason));
+        }
+    }
+
+    /// One API action by `caller` (the files and contexts routes call
+    /// this too: `file_write`, `file_read`, `file_delete`, `context_run`, ...).
+    pub fn record(&self, caller: &Caller, action: &str, sandbox: Option<&str>, detail: Value) {
+        self.action_by(caller.name(), action, sandbox, detail);
+    }
+
+    fn action_by(&self, actor: &str, action: &str, sandbox: Option<&str>, detail: Value) {
+        let run = self.run_of(sandbox);
+        self.append(
+            &run,
+            ApiAction {
+                actor: actor.to_owned(),
+                action: action.to_owned(),
+                sandbox: sandbox.map(str::to_owned),
+                detail,
+            },
+        );
+    }
+
+    /// Wait until everything recorded is on disk.
+    pub fn flush(&self) {
+        if let Some(w) = &self.inner.writer {
+            if let Err(e) = w.flush() {
+                tracing::warn!("audit flush: {e}");
+            }
+        }
+    }
+
+    /// An egress decision of a sandbox's proxy.
+    pub fn egress(&self, sandbox: &str, event: cordon_audit::Egress) {
+        let run = self.run_of(Some(sandbox));
+        self.append(&run, event);
+    }
+}
+
+fn ended(reason: EndReason) -> RunEnded {
+    RunEnded {
+        reason,
+        exit_code: None,
+        signal: None,
+        wall_ms: 0,
+        user_ms: 0,
+        sys_ms: 0,
+        peak_memory_bytes: None,
+        stdout: Default::default(),
+        stderr: Default::default(),
+        enforcement: Value::Null,
+    }
+}

@@ -1,0 +1,70 @@
+//! Each sandbox's egress proxy, served on the server's runtime on the
+//! listener the sandbox's init opened; its decisions go to the audit log
+//! under the sandbox's run.
+
+use std::sync::Arc;
+
+use cordon_egress::{EgressEvent, EventSink};
+use tokio::sync::oneshot;
+
+use crate::audit::AuditLog;
+use crate::error::ApiError;
+
+struct AuditSink {
+    audit: AuditLog,
+    sandbox: String,
+}
+
+impl EventSink for AuditSink {
+    fn record(&self, e: EgressEvent) {
+        self.audit.egress(
+            &self.sandbox,
+            cordon_audit::Egress {
+                method: e.method.clone(),
+                host: e.host.clone(),
+                port: e.port,
+                path: e.path.clone(),
+                bytes_sent: e.bytes_up,
+                bytes_received: e.bytes_down,
+                duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
+                decision: match e.decision {
+                    cordon_egress::Decision::Allow => cordon_audit::Decision::Allow,
+                    cordon_egress::Decision::Deny => cordon_audit::Decision::Deny,
+                },
+                rule: Some(e.rule.clone()),
+                reason: e.status.map(|s| format!("status {s}")),
+            },
+        );
+    }
+}
+
+/// Serve the proxy for `sandbox` until the returned sender is dropped or
+/// fired.
+pub fn start(
+    profile: &cordon_policy::Profile,
+    sandbox: &str,
+    listener: std::net::TcpListener,
+    audit: AuditLog,
+) -> Result<oneshot::Sender<()>, ApiError> {
+    let config = cordon_plan::egress::config(profile, sandbox, &[]);
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| ApiError::internal(format!("the sandbox's proxy listener: {e}")))?;
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|e| ApiError::internal(format!("the sandbox's proxy listener: {e}")))?;
+    let sink = Arc::new(AuditSink {
+        audit,
+        sandbox: sandbox.to_owned(),
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let id = sandbox.to_owned();
+    tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = cordon_egress::serve(config, listener, sink, shutdown).await {
+            tracing::warn!("egress proxy of {id}: {e}");
+        }
+    });
+    Ok(stop)
+}

@@ -1,0 +1,152 @@
+//! The API's errors: a status code and a JSON body
+//! `{"error": {"code", "message", "fix"?}}` (see docs/api.md).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use cordon_session::SessionError;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Seconds a client is told to wait before retrying after a 429 or 503.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// An error answer of the API.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub fix: Option<String>,
+}
+
+/// The JSON body of an error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable word: `bad_request`, `unauthorized`, `forbidden`,
+    /// `not_found`, `conflict`, `too_large`, `unsupported_media_type`,
+    /// `unprocessable`, `at_capacity`, `internal`, `unavailable`, `quota`, ...
+    pub code: String,
+    /// What went wrong, for people.
+    pub message: String,
+    /// How to fix it, when there is something to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    pub fn with_fix(mut self, fix: impl Into<String>) -> ApiError {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    pub fn too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+    }
+
+    pub fn unprocessable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+    }
+
+    pub fn at_capacity(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "at_capacity", message)
+            .with_fix("retry after the number of seconds in Retry-After")
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    pub fn not_implemented(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_implemented", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message.clone(),
+                fix: self.fix.clone(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry = matches!(
+            self.status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        );
+        let mut resp = (self.status, axum::Json(self.body())).into_response();
+        if retry {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        resp
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> ApiError {
+        let message = e.to_string();
+        match e {
+            SessionError::NotFound(_) => ApiError::not_found(message),
+            SessionError::Ended(_) => ApiError::conflict(message)
+                .with_fix("create a new sandbox; this one has ended"),
+            SessionError::Invalid(_) => ApiError::unprocessable(message),
+            SessionError::AtCapacity(_) => ApiError::at_capacity(message),
+            SessionError::SpawnerGone(_) => ApiError::unavailable(message)
+                .with_fix("restart `cordon serve`; its sandbox spawner has exited"),
+            SessionError::Jail(_) => ApiError::unprocessable(message),
+            SessionError::Io { .. } => ApiError::internal(message),
+            // A variant added later is an internal error until mapped.
+            #[allow(unreachable_patterns)]
+            _ => ApiError::internal(message),
+        }
+    }
+}

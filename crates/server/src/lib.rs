@@ -1,0 +1,42 @@
+//! cordon-server: the HTTP control plane of `cordon serve`.
+//!
+//! The API (docs/api.md, `GET /v1/openapi.json`) is served with axum on
+//! hyper's HTTP/1 connections, on a unix socket (0600; its caller is the
+//! owner) and, when asked, on TCP (every request needs a bearer token,
+//! [`tokens`]). A token carries a ceiling and sees only its own
+//! sandboxes. Sandboxes are sessions of the [`cordon_session::Engine`];
+//! each is a run in the audit store, and every API action is recorded with
+//! its caller's name.
+//!
+//! Modules: [`listen`] (connections and their bounds), [`router`] (routes,
+//! authentication, the request bound), [`routes`] (the handlers),
+//! [`planning`] (request -> spec, within the caller's ceiling), [`state`]
+//! ([`AppState`], [`AppState::session_for`]), [`audit`], [`tokens`],
+//! [`files`] and [`contexts`] (their own routes on the same state).
+
+#![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod audit;
+pub mod auth;
+pub mod contexts;
+mod egress;
+pub mod error;
+pub mod extract;
+pub mod files;
+pub mod listen;
+pub mod openapi;
+pub mod paths;
+pub mod planning;
+pub mod router;
+pub mod routes;
+mod serve;
+pub mod state;
+pub mod tokens;
+pub mod wire;
+
+pub use audit::AuditLog;
+pub use auth::{Caller, Transport};
+pub use error::ApiError;
+pub use serve::{serve, Bound, ServeError, ServeOptions};
+pub use state::{AppState, Limits};

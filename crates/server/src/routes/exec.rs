@@ -1,0 +1,340 @@
+//! Exec and the processes it makes: a JSON reply, an NDJSON stream, or a
+//! background process re-attached by sequence number; signals and stdin.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use cordon_session::{EventKind, ExecRequest, ExitInfo, Process, StreamName};
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{read_body, ApiJson, STDIN_BODY_LIMIT};
+use crate::state::AppState;
+use crate::wire::{
+    event_json, text_or_base64, ExecBody, ExecReply, ExitView, OutputReply, ProcessList,
+    ProcessView, SignalBody, Started,
+};
+
+pub const NDJSON: &str = "application/x-ndjson";
+
+fn wants_ndjson(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().starts_with(NDJSON)))
+}
+
+/// Kills a foreground exec whose client went away before it ended.
+struct KillOnDrop(Option<Arc<Process>>);
+
+impl KillOnDrop {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            if p.exit().is_none() {
+                tokio::spawn(async move { p.kill().await });
+            }
+        }
+    }
+}
+
+fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
+    if body.argv.is_empty() || body.argv[0].is_empty() {
+        return Err(ApiError::bad_request("argv is empty").with_fix("send the command as a list, e.g. [\"python3\", \"a.py\"]"));
+    }
+    if body.argv.iter().any(|a| a.contains('\0')) || body.env.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
+        return Err(ApiError::bad_request("argv and env may not contain NUL bytes"));
+    }
+    if let Some(bad) = body.env.keys().find(|k| !cordon_policy::is_env_name(k)) {
+        return Err(ApiError::bad_request(format!("env: '{bad}' is not a variable name")));
+    }
+    let cwd = match &body.cwd {
+        Some(c) if !c.starts_with('/') || c.contains('\0') => {
+            return Err(ApiError::bad_request(format!("cwd: '{c}' is not an absolute path inside the sandbox")))
+        }
+        Some(c) => Some(c.into()),
+        None => None,
+    };
+    Ok(ExecRequest {
+        argv: body.argv.clone(),
+        env: body.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd,
+        stdin: body.stdin.as_ref().map(|s| s.as_bytes().to_vec()),
+        keep_stdin_open: body.background && body.stdin.is_none(),
+        timeout: body.timeout.as_ref().map(|t| t.to_duration("timeout")).transpose()?,
+        output_limit: None,
+    })
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/exec", tag = "exec",
+    params(("id" = String, Path, description = "The sandbox id")),
+    request_body = ExecBody,
+    responses(
+        (status = 200, description = "The command ended (JSON), or its events as NDJSON with `Accept: application/x-ndjson`", body = ExecReply),
+        (status = 202, description = "Started in the background", body = Started),
+        (status = 404, description = "No such sandbox", body = ErrorBody),
+        (status = 409, description = "The sandbox has ended", body = ErrorBody),
+        (status = 429, description = "Too many execs at once", body = ErrorBody),
+    ))]
+pub async fn exec(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<ExecBody>,
+) -> Result<Response, ApiError> {
+    let session = state.session_for(&caller, &id)?;
+    let req = exec_request(&body)?;
+    let process = session.exec(req).await?;
+    let pid = process.id();
+    state.audit().record(
+        &caller,
+        "exec",
+        Some(&id),
+        json!({"pid": pid, "argv": body.argv, "cwd": body.cwd, "background": body.background}),
+    );
+    if body.background {
+        return Ok((StatusCode::ACCEPTED, Json(Started { pid })).into_response());
+    }
+    let guard = KillOnDrop(Some(process.clone()));
+    if wants_ndjson(&headers) {
+        return Ok(ndjson(event_stream(process, 0, state.limits().keepalive, Some(guard))));
+    }
+    let reply = collect(process, guard).await;
+    Ok(Json(reply).into_response())
+}
+
+/// Wait for a foreground exec and gather its output.
+async fn collect(process: Arc<Process>, mut guard: KillOnDrop) -> ExecReply {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut exit: Option<ExitInfo> = None;
+    let mut seq = 0;
+    loop {
+        let (events, done) = process.events_after(seq).await;
+        for e in events {
+            seq = seq.max(e.seq);
+            match e.kind {
+                EventKind::Output { stream: StreamName::Stdout, data } => out.extend_from_slice(&data),
+                EventKind::Output { stream: StreamName::Stderr, data } => err.extend_from_slice(&data),
+                EventKind::Exited(info) => exit = Some(info),
+                EventKind::Started { .. } | EventKind::Gap { .. } => {}
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    guard.disarm();
+    let exit = match exit {
+        Some(x) => x,
+        None => process.wait().await,
+    };
+    let (stdout, stdout_encoding) = text_or_base64(&out);
+    let (stderr, stderr_encoding) = text_or_base64(&err);
+    ExecReply {
+        pid: process.id(),
+        stdout,
+        stdout_encoding,
+        stderr,
+        stderr_encoding,
+        exit: ExitView::from(&exit),
+    }
+}
+
+struct StreamState {
+    process: Arc<Process>,
+    seq: u64,
+    done: bool,
+    keepalive: Duration,
+    guard: Option<KillOnDrop>,
+}
+
+/// The events of a process after `after_seq` as NDJSON lines, with a
+/// keepalive line whenever nothing happened for `keepalive`. Dropping the
+/// stream (the client went away) kills a foreground exec (`guard`).
+fn event_stream(
+    process: Arc<Process>,
+    after_seq: u64,
+    keepalive: Duration,
+    guard: Option<KillOnDrop>,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    let st = StreamState {
+        process,
+        seq: after_seq,
+        done: false,
+        keepalive,
+        guard,
+    };
+    stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let wait = st.process.events_after(st.seq);
+        let lines = match tokio::time::timeout(st.keepalive, wait).await {
+            Err(_) => vec![json!({"event": "keepalive"})],
+            Ok((events, done)) => {
+                if done {
+                    st.done = true;
+                    if let Some(g) = st.guard.as_mut() {
+                        g.disarm();
+                    }
+                }
+                if let Some(last) = events.last() {
+                    st.seq = st.seq.max(last.seq);
+                }
+                events.iter().map(event_json).collect()
+            }
+        };
+        let mut buf = Vec::new();
+        for line in lines {
+            if serde_json::to_writer(&mut buf, &line).is_ok() {
+                buf.push(b'\n');
+            }
+        }
+        Some((Ok(Bytes::from(buf)), st))
+    })
+}
+
+fn ndjson(s: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static) -> Response {
+    let mut resp = Response::new(Body::from_stream(s));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn process_of(state: &AppState, caller: &Caller, id: &str, pid: u64) -> Result<Arc<Process>, ApiError> {
+    let session = state.session_for(caller, id)?;
+    session
+        .process(pid)
+        .ok_or_else(|| ApiError::not_found(format!("no process {pid} in sandbox {id}")))
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/processes", tag = "exec",
+    params(("id" = String, Path, description = "The sandbox id")),
+    responses((status = 200, description = "The sandbox's execs", body = ProcessList)))]
+pub async fn processes(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<ProcessList>, ApiError> {
+    let session = state.session_for(&caller, &id)?;
+    let processes = session
+        .processes()
+        .iter()
+        .map(|p| {
+            let exit = p.exit();
+            ProcessView {
+                pid: p.id(),
+                argv: p.argv().to_vec(),
+                running: exit.is_none(),
+                exit_code: exit.map(|x| x.exit_code),
+            }
+        })
+        .collect();
+    Ok(Json(ProcessList { processes }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct OutputQuery {
+    /// Events after this sequence number (0: from the start).
+    #[serde(default)]
+    pub after_seq: u64,
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/processes/{pid}/output", tag = "exec",
+    params(("id" = String, Path, description = "The sandbox id"), ("pid" = u64, Path, description = "The process id"), OutputQuery),
+    responses(
+        (status = 200, description = "Events after `after_seq` (NDJSON stream with `Accept: application/x-ndjson`)", body = OutputReply),
+        (status = 404, description = "No such sandbox or process", body = ErrorBody),
+    ))]
+pub async fn output(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, pid)): Path<(String, u64)>,
+    Query(q): Query<OutputQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let process = process_of(&state, &caller, &id, pid)?;
+    if wants_ndjson(&headers) {
+        return Ok(ndjson(event_stream(process, q.after_seq, state.limits().keepalive, None)));
+    }
+    let (events, done) = process.events_now(q.after_seq);
+    Ok(Json(OutputReply {
+        events: events.iter().map(event_json).collect::<Vec<_>>(),
+        done,
+    })
+    .into_response())
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/processes/{pid}/signal", tag = "exec",
+    params(("id" = String, Path, description = "The sandbox id"), ("pid" = u64, Path, description = "The process id")),
+    request_body = SignalBody,
+    responses(
+        (status = 204, description = "Sent to the command's process group"),
+        (status = 404, description = "No such sandbox or process", body = ErrorBody),
+        (status = 409, description = "The process has ended", body = ErrorBody),
+    ))]
+pub async fn signal(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, pid)): Path<(String, u64)>,
+    ApiJson(body): ApiJson<SignalBody>,
+) -> Result<StatusCode, ApiError> {
+    let number = body.signal.number()?;
+    let process = process_of(&state, &caller, &id, pid)?;
+    process.signal(number).await?;
+    state.audit().record(&caller, "signal", Some(&id), json!({"pid": pid, "signal": number}));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct StdinQuery {
+    /// Close stdin after writing.
+    #[serde(default)]
+    pub eof: bool,
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/processes/{pid}/stdin", tag = "exec",
+    params(("id" = String, Path, description = "The sandbox id"), ("pid" = u64, Path, description = "The process id"), StdinQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses(
+        (status = 204, description = "Written"),
+        (status = 404, description = "No such sandbox or process", body = ErrorBody),
+        (status = 409, description = "The process has ended or its stdin is closed", body = ErrorBody),
+        (status = 413, description = "More than 8 MiB in one write", body = ErrorBody),
+    ))]
+pub async fn stdin(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, pid)): Path<(String, u64)>,
+    Query(q): Query<StdinQuery>,
+    req: Request,
+) -> Result<StatusCode, ApiError> {
+    let process = process_of(&state, &caller, &id, pid)?;
+    let data = read_body(req.into_body(), STDIN_BODY_LIMIT, state.limits().body_timeout).await?;
+    if !data.is_empty() {
+        process.write_stdin(&data).await?;
+    }
+    if q.eof {
+        process.close_stdin().await;
+    }
+    state.audit().record(&caller, "stdin", Some(&id), json!({"pid": pid, "bytes": data.len(), "eof": q.eof}));
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,30 @@
+//! `/v1/health` and `/v1/openapi.json`.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::state::AppState;
+use crate::wire::Health;
+
+#[utoipa::path(get, path = "/v1/health", tag = "meta",
+    responses((status = 200, description = "The server is up", body = Health)))]
+pub async fn health(State(state): State<AppState>) -> Json<Health> {
+    let sessions = state.engine().map(|e| e.sessions().len()).unwrap_or(0);
+    Json(Health {
+        status: "ok".into(),
+        sessions,
+        pool: json!({"warm": 0}),
+    })
+}
+
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API")))]
+pub async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document(),
+    )
+        .into_response()
+}

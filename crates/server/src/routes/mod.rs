@@ -1,0 +1,5 @@
+//! The handlers of the sandbox, exec and meta routes.
+
+pub mod exec;
+pub mod meta;
+pub mod sandboxes;

@@ -1,0 +1,181 @@
+//! `/v1/sandboxes`: create, list, show, delete.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use cordon_session::{CreateSession, EndCause, Session, SessionState};
+use serde_json::json;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::ApiJson;
+use crate::planning;
+use crate::state::{AppState, SandboxMeta};
+use crate::wire::{word, CreateSandbox, LimitsView, SandboxList, SandboxView, UsageView};
+
+/// The API's view of a session.
+pub fn view(state: &AppState, session: &Session) -> SandboxView {
+    let info = session.info();
+    let spec = session.spec();
+    let (preset, allow_net) = state
+        .with_meta(session.id(), |m| (m.preset.clone(), m.allow_net.clone()))
+        .unwrap_or_default();
+    let l = &spec.limits;
+    SandboxView {
+        id: info.id.clone(),
+        state: word(&info.state),
+        owner: info.owner.clone(),
+        preset,
+        created_unix_ms: info.created_unix_ms,
+        ended: info.ended.as_ref().map(word),
+        limits: LimitsView {
+            memory_bytes: l.memory,
+            pids: l.pids,
+            cpu_seconds: l.cpu.map(|d| d.as_secs()),
+            open_files: l.open_files,
+            file_size_bytes: l.file_size,
+            output_bytes: l.output,
+            network: format!("{:?}", spec.network).to_ascii_lowercase(),
+            allow_net,
+        },
+        usage: UsageView::from(&info.usage),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/sandboxes", tag = "sandboxes",
+    request_body = CreateSandbox,
+    responses(
+        (status = 201, description = "The sandbox runs", body = SandboxView),
+        (status = 400, description = "Bad request", body = ErrorBody),
+        (status = 403, description = "Beyond the token's ceiling", body = ErrorBody),
+        (status = 422, description = "The sandbox cannot be built as asked", body = ErrorBody),
+        (status = 429, description = "At capacity; see Retry-After", body = ErrorBody),
+    ))]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateSandbox>,
+) -> Result<(StatusCode, Json<SandboxView>), ApiError> {
+    let plan = planning::plan(&req, &caller)?;
+    let engine = state.engine()?.clone();
+    let _slot = state.reserve(&caller)?;
+    let proxied = plan.spec.network == cordon_jail::NetworkMode::Proxy;
+    let session = engine
+        .create(CreateSession {
+            spec: plan.spec,
+            idle_timeout: plan.idle_timeout,
+            ttl: plan.ttl,
+            owner: caller.name().to_owned(),
+        })
+        .await?;
+    let id = session.id().to_owned();
+    let allow_net: Vec<String> = plan.profile.network.allow.iter().map(|h| h.to_string()).collect();
+    state.audit().sandbox_created(
+        &caller,
+        &id,
+        &plan.profile_name,
+        json!({"preset": plan.profile_name, "allow_net": allow_net, "memory": session.spec().limits.memory}),
+    );
+    let proxy_stop = match (proxied, session.take_proxy_listener()) {
+        (true, Some(listener)) => match crate::egress::start(&plan.profile, &id, listener, state.audit().clone()) {
+            Ok(stop) => Some(stop),
+            Err(e) => {
+                let _ = engine.destroy(&id, EndCause::Deleted).await;
+                state.audit().sandbox_ended("server", &id, "setup_failed", false);
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
+    state.insert_meta(
+        id.clone(),
+        SandboxMeta {
+            owner: caller.name().to_owned(),
+            preset: plan.profile_name,
+            allow_net,
+            proxy_stop,
+        },
+    );
+    Ok((StatusCode::CREATED, Json(view(&state, &session))))
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes", tag = "sandboxes",
+    responses((status = 200, description = "The caller's sandboxes", body = SandboxList)))]
+pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<SandboxList>, ApiError> {
+    let sessions: Vec<Arc<Session>> = state.engine()?.sessions();
+    let sandboxes = sessions
+        .iter()
+        .filter(|s| caller.may_see(s.owner()))
+        .map(|s| view(&state, s))
+        .collect();
+    Ok(Json(SandboxList { sandboxes }))
+}
+
+#[utoipa::path(get, path = "/v1/sandboxes/{id}", tag = "sandboxes",
+    params(("id" = String, Path, description = "The sandbox id")),
+    responses(
+        (status = 200, description = "The sandbox", body = SandboxView),
+        (status = 404, description = "No such sandbox (or another token's)", body = ErrorBody),
+    ))]
+pub async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxView>, ApiError> {
+    let session = state.session_for(&caller, &id)?;
+    Ok(Json(view(&state, &session)))
+}
+
+#[utoipa::path(delete, path = "/v1/sandboxes/{id}", tag = "sandboxes",
+    params(("id" = String, Path, description = "The sandbox id")),
+    responses(
+        (status = 204, description = "Torn down; nothing of it is left"),
+        (status = 404, description = "No such sandbox (or another token's)", body = ErrorBody),
+    ))]
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let session = state.session_for(&caller, &id)?;
+    let teardown = state.engine()?.destroy(session.id(), EndCause::Deleted).await?;
+    forget(&state, &id);
+    state.audit().record(&caller, "delete", Some(&id), json!({"clean": teardown.clean}));
+    state.audit().sandbox_ended(caller.name(), &id, "deleted", teardown.clean);
+    if !teardown.clean {
+        return Err(ApiError::internal(format!(
+            "sandbox {id} was torn down but something of it is left (see the server's log)"
+        )));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Drop the server's record of a sandbox and stop its proxy.
+pub fn forget(state: &AppState, id: &str) {
+    if let Some(meta) = state.remove_meta(id) {
+        if let Some(stop) = meta.proxy_stop {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Sandboxes that ended on their own (idle timeout, ttl, death): stop
+/// their proxies and record their end. Run periodically.
+pub fn reap(state: &AppState) {
+    let Ok(engine) = state.engine() else { return };
+    for id in state.meta_ids() {
+        let ended = match engine.session(&id) {
+            None => Some("gone".to_owned()),
+            Some(s) => {
+                let info = s.info();
+                (info.state == SessionState::Ended).then(|| info.ended.as_ref().map_or("ended".into(), word))
+            }
+        };
+        if let Some(cause) = ended {
+            forget(state, &id);
+            state.audit().sandbox_ended("server", &id, &cause, true);
+        }
+    }
+}
