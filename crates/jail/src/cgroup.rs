@@ -440,6 +440,36 @@ impl Cgroup {
         Ok(())
     }
 
+    /// Set the memory and process limits of existing groups (a pooled
+    /// sandbox gets its request's limits when it is claimed); `None`
+    /// leaves a limit unlimited.
+    pub fn set_limits(&self, memory: Option<u64>, pids: Option<u64>) -> io::Result<()> {
+        let text = |v: Option<u64>, unlimited: &str| v.map_or(unlimited.to_owned(), |v| v.to_string());
+        if let Some((version, dir)) = &self.memory {
+            match version {
+                Version::V2 => write_file(&dir.join("memory.max"), &text(memory, "max"))?,
+                Version::V1 => {
+                    let value = text(memory, "-1");
+                    // memsw must stay >= the memory limit: lower it last,
+                    // raise it first.
+                    let memsw = dir.join("memory.memsw.limit_in_bytes");
+                    let has_memsw = memsw.exists();
+                    if has_memsw {
+                        let _ = write_file(&memsw, &value);
+                    }
+                    write_file(&dir.join("memory.limit_in_bytes"), &value)?;
+                    if has_memsw {
+                        write_file(&memsw, &value)?;
+                    }
+                }
+            }
+        }
+        if let Some((_, dir)) = &self.pids {
+            write_file(&dir.join("pids.max"), &text(pids, "max"))?;
+        }
+        Ok(())
+    }
+
     /// The directories created, for the janitor.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs

@@ -20,6 +20,7 @@ use crate::test_switch::{off, Switch};
 
 /// Descriptors the child works with, already at their final numbers
 /// except stdio, which `enter` moves onto 0, 1 and 2.
+#[derive(Clone, Copy)]
 pub(crate) struct ChildFds {
     pub sync: RawFd,
     pub report: RawFd,

@@ -54,11 +54,12 @@ const PROC_MASKED: &[&str] = &[
 /// Paths a declared bind may not cover: the sandbox builds these itself.
 const RESERVED: &[&str] = &["/proc", "/dev", "/sys"];
 
-#[derive(Debug, Clone)]
-struct PlannedBind {
-    path: PathBuf,
-    writable: bool,
-    dir: bool,
+/// A declared path, checked on the host: where, writable, a directory.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlannedBind {
+    pub path: PathBuf,
+    pub writable: bool,
+    pub dir: bool,
 }
 
 /// Everything the helper needs to build the root, checked in advance.
@@ -207,6 +208,17 @@ impl Plan {
                 s.value = n;
             }
         }
+    }
+
+    /// The declared binds, checked on the host, parents first.
+    pub(crate) fn user_binds(&self) -> &[PlannedBind] {
+        &self.user_binds
+    }
+
+    /// Replace the declared binds (a session claimed from the pool: they
+    /// were attached after the root was built), for Landlock.
+    pub(crate) fn set_user_binds(&mut self, binds: Vec<PlannedBind>) {
+        self.user_binds = binds;
     }
 
     pub(crate) fn user_bind_paths(&self) -> Vec<&Path> {
@@ -473,9 +485,29 @@ fn tmpfs(options: &[(&str, &str)], attrs: MountAttrFlags, what: &str) -> Result<
     rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs).map_err(err)
 }
 
+/// Attach `trees` (detached copies of `binds`, in order) into the root of
+/// the current mount namespace, which is a built sandbox's: the root is
+/// writable only while the mount points are made.
+pub(crate) fn attach_late(binds: &[PlannedBind], trees: Vec<OwnedFd>) -> Result<()> {
+    let root = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| fs_err(format!("cannot open the sandbox's root: {e}"), None))?;
+    sys::mount_clear_rdonly(root.as_fd())
+        .map_err(|e| fs_err(format!("cannot make the sandbox's root writable: {e}"), None))?;
+    let attached = binds
+        .iter()
+        .zip(trees)
+        .try_for_each(|(b, tree)| attach(root.as_fd(), b, tree));
+    set_attrs(root.as_fd(), Path::new("/"), readonly(), false)?;
+    attached
+}
+
 /// Detached copies of each bind's source with the bind's flags already
 /// set, opened without following any symlink.
-fn clone_all(binds: &[PlannedBind]) -> Result<Vec<OwnedFd>> {
+pub(crate) fn clone_all(binds: &[PlannedBind]) -> Result<Vec<OwnedFd>> {
     binds
         .iter()
         .map(|b| clone_tree(open_host_path(&b.path, OFlags::empty())?.as_fd(), "", b))

@@ -59,6 +59,9 @@ pub enum InitOrder {
     /// Send `signal` to the exec's leader: SIGKILL ends its whole PID
     /// namespace; other signals go on to the command's process group.
     Signal { id: u64, signal: i32 },
+    /// A pooled sandbox was claimed: later execs follow these binds (for
+    /// Landlock) and limits (rlimits). Sent before any exec.
+    Configure { id: u64, config: LateConfig },
 }
 
 /// The init's answer to an [`InitOrder::Exec`].
@@ -68,6 +71,7 @@ pub enum InitReply {
     /// `pid` is the leader's, in the sandbox's PID namespace.
     Started { id: u64, pid: i32 },
     Refused { id: u64, message: String },
+    Configured { id: u64 },
 }
 
 /// Send one message (JSON) with `fds` attached on a SEQPACKET socket.
@@ -479,4 +483,136 @@ pub fn die_with_parent(parent: i32) -> bool {
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) == Some(parent)
+}
+
+pub use crate::rootfs::PlannedBind as LateBind;
+
+/// What a claimed pooled sandbox was given, for its init to know (its
+/// Landlock rules and rlimits follow them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LateConfig {
+    pub binds: Vec<LateBind>,
+    pub limits: crate::spec::Limits,
+}
+
+impl LiveSandbox {
+    /// Give a pooled sandbox (built from a base spec without binds) what
+    /// `spec` asks for: its declared paths are attached into the built
+    /// root, the cgroup gets its limits. Only the fields that can change
+    /// after the build are taken from `spec`; the caller checks that the
+    /// rest matches the base (see the session engine's pool key). Must be
+    /// called from a single-threaded process (it forks a helper).
+    pub fn claim(&mut self, spec: &Spec) -> Result<LateConfig> {
+        if !spec.files.is_empty() || !spec.staged.is_empty() {
+            return Err(JailError::InvalidSpec(
+                "a pooled sandbox cannot take overlay files or staged paths".into(),
+            ));
+        }
+        let plan = Plan::new(spec)?;
+        let binds = plan.user_binds().to_vec();
+        if let Some(group) = self.groups.group.as_ref() {
+            group
+                .set_limits(spec.limits.memory, spec.limits.pids)
+                .map_err(|e| JailError::setup(Layer::Cgroup, format!("cannot set the limits: {e}"), None))?;
+        }
+        if !binds.is_empty() {
+            self.attach_binds(&binds)?;
+        }
+        Ok(LateConfig {
+            binds,
+            limits: spec.limits.clone(),
+        })
+    }
+
+    /// Attach `binds` into the sandbox's root from a helper that joins
+    /// its namespaces.
+    ///
+    /// The copies must come from a mount namespace where the caller may
+    /// mount: root's are made (idmapped) here in the host's, as for a
+    /// run; any other caller's in a fresh mount namespace the helper makes
+    /// inside the sandbox's user namespace (allowing itself that one
+    /// namespace and taking the allowance back), as the init does when it
+    /// builds a root.
+    fn attach_binds(&mut self, binds: &[LateBind]) -> Result<()> {
+        let paths: Vec<&std::path::Path> = binds.iter().map(|b| b.path.as_path()).collect();
+        let identity =
+            crate::identity::Identity::prepare(IsolationLevel::Namespaces, &paths, false);
+        let idmapped = identity.idmapped;
+        let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| JailError::io("pipe", e.into()))?;
+        let pidfd = self.pidfd.as_fd();
+        let helper = sys::fork().map_err(|e| JailError::io("fork", e))?;
+        let Some(helper) = helper else {
+            let code = match attach_in_sandbox(pidfd, binds, idmapped) {
+                Ok(()) => 0,
+                Err(e) => {
+                    let _ = sys::write_all_fd(wr.as_raw_fd(), e.to_string().as_bytes());
+                    1
+                }
+            };
+            sys::exit_now(code)
+        };
+        drop(wr);
+        let mut message = Vec::new();
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = rustix::io::read(&rd, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            message.extend_from_slice(&buf[..n]);
+        }
+        let (_, status, _) =
+            sys::wait4(helper, 0).map_err(|e| JailError::io("wait for the bind helper", e))?;
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            return Ok(());
+        }
+        Err(JailError::setup(
+            Layer::Filesystem,
+            format!(
+                "cannot attach the declared paths to a pooled sandbox: {}",
+                String::from_utf8_lossy(&message)
+            ),
+            None,
+        ))
+    }
+}
+
+/// In the bind helper: copy the binds' sources, join the sandbox's mount
+/// namespace and attach them there.
+fn attach_in_sandbox(
+    pidfd: BorrowedFd<'_>,
+    binds: &[LateBind],
+    idmapped: Vec<OwnedFd>,
+) -> Result<()> {
+    let io = |what: &str| {
+        let what = what.to_owned();
+        move |e: std::io::Error| JailError::io(what, e)
+    };
+    let trees = if idmapped.is_empty() {
+        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
+        crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
+        // One more than the init's own.
+        set_own_mnt_namespaces(2)?;
+        let made = sys::unshare(libc::CLONE_NEWNS).map_err(io("unshare the mount namespace"));
+        set_own_mnt_namespaces(0)?;
+        made?;
+        crate::rootfs::clone_all(binds)?
+    } else {
+        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
+        crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
+        idmapped
+    };
+    sys::setns_pidfd(pidfd, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
+    crate::rootfs::attach_late(binds, trees)
+}
+
+/// Write `user.max_mnt_namespaces` of the current user namespace.
+fn set_own_mnt_namespaces(n: u64) -> Result<()> {
+    std::fs::write("/proc/sys/user/max_mnt_namespaces", n.to_string()).map_err(|e| {
+        JailError::setup(
+            Layer::UserNamespace,
+            format!("cannot set user.max_mnt_namespaces = {n} in the sandbox's user namespace: {e}"),
+            None,
+        )
+    })
 }

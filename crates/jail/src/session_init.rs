@@ -49,6 +49,9 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     }
     // SAFETY: the control socket stays open for this process's life.
     let control = unsafe { BorrowedFd::borrow_raw(control) };
+    // What execs get; a claim from the pool changes the binds and limits.
+    let mut spec = ctx.spec.clone();
+    let mut plan = ctx.plan.cloned();
     let mut leaders: HashMap<u64, libc::pid_t> = HashMap::new();
     loop {
         let mut fds = [
@@ -66,7 +69,28 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
         }
         if order_ready {
             match recv_message::<InitOrder>(control) {
-                Ok(Some((order, fds))) => handle(ctx, control, order, fds, &mut leaders),
+                Ok(Some((InitOrder::Configure { id, config }, _))) => {
+                    spec.limits = config.limits;
+                    if let Some(p) = plan.as_mut() {
+                        p.set_user_binds(config.binds);
+                    }
+                    let _ = send_message(control, &InitReply::Configured { id }, &[]);
+                }
+                Ok(Some((order, fds))) => {
+                    let current = ChildContext {
+                        spec: &spec,
+                        plan: plan.as_ref(),
+                        seccomp: ctx.seccomp,
+                        cgroup: None,
+                        fds: ctx.fds,
+                        rlimit_pids: ctx.rlimit_pids,
+                        rlimit_memory: ctx.rlimit_memory,
+                        landlock_optional: ctx.landlock_optional,
+                        drop_groups: ctx.drop_groups,
+                        session: true,
+                    };
+                    handle(&current, control, order, fds, &mut leaders)
+                }
                 Ok(None) => sys::exit_now(0),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -118,6 +142,7 @@ fn handle(
                 unsafe { libc::kill(pid, signal) };
             }
         }
+        InitOrder::Configure { .. } => {}
     }
 }
 

@@ -125,6 +125,37 @@ pub(crate) fn mount_setattr(
     setattr(fd, &attr, recursive)
 }
 
+/// Clear the read-only flag of the mount `fd` refers to (not recursive).
+pub(crate) fn mount_clear_rdonly(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: 0,
+        attr_clr: MOUNT_ATTR_RDONLY,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    setattr(fd, &attr, false)
+}
+
+/// `setns(2)` into the namespaces `flags` names of the process `pidfd`
+/// refers to.
+pub(crate) fn setns_pidfd(pidfd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns with a live descriptor and integer flags; only called
+    // in a single-threaded helper process.
+    if unsafe { libc::setns(pidfd.as_raw_fd(), flags) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `unshare(2)` with the given flags (single-threaded helpers only).
+pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare with integer flags.
+    if unsafe { libc::unshare(flags) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Make the detached mount tree `fd` (from `open_tree(OPEN_TREE_CLONE)`)
 /// an idmapped mount, recursively, with the maps of the user namespace
 /// `userns` (Linux 5.12+; the filesystem must support it).

@@ -147,7 +147,7 @@ impl CodeContext {
                 break;
             }
             // It died between cells: the cell never reached it.
-            interpreter.process.kill();
+            interpreter.process.kill().await;
             *slot = None;
             if attempt == 1 {
                 return Err(SessionError::Context(
@@ -194,7 +194,7 @@ impl CodeContext {
             ),
         };
         if !alive {
-            interpreter.process.kill();
+            interpreter.process.kill().await;
             *slot = None;
         }
         Ok(CellResult {
@@ -209,8 +209,8 @@ impl CodeContext {
     /// Stop the interpreter (also done when the context is dropped).
     pub async fn close(&self) {
         if let Some(i) = self.interpreter.lock().await.take() {
-            i.process.close_stdin();
-            i.process.kill();
+            i.process.close_stdin().await;
+            i.process.kill().await;
         }
     }
 }
@@ -218,7 +218,11 @@ impl CodeContext {
 impl Drop for CodeContext {
     fn drop(&mut self) {
         if let Some(i) = self.interpreter.get_mut().take() {
-            i.process.kill();
+            // Killing is an order to the sandbox's init: send it from a task.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let process = i.process.clone();
+                runtime.spawn(async move { process.kill().await });
+            }
         }
     }
 }
@@ -356,7 +360,7 @@ impl Interpreter {
                 )
             }
         };
-        interpreter.process.kill();
+        interpreter.process.kill().await;
         Err(SessionError::Context(format!(
             "the {} interpreter could not be started: {why}",
             language.as_str()

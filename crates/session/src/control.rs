@@ -54,7 +54,9 @@ impl Control {
             Err(_would_block) => true,
             Ok(Ok(Some((reply, _)))) => {
                 let id = match &reply {
-                    InitReply::Started { id, .. } | InitReply::Refused { id, .. } => *id,
+                    InitReply::Started { id, .. }
+                    | InitReply::Refused { id, .. }
+                    | InitReply::Configured { id } => *id,
                 };
                 if let Some(tx) = self.waiting.lock().ok().and_then(|mut w| w.remove(&id)) {
                     let _ = tx.send(reply);
@@ -71,10 +73,20 @@ impl Control {
         }
     }
 
-    /// Send an exec order with its descriptors and wait for the answer.
+    /// Tell a claimed pooled sandbox's init its binds and limits.
+    pub(crate) async fn configure(&self, config: cordon_jail::session::LateConfig) -> Result<()> {
+        match self.exec(InitOrder::Configure { id: 0, config }, &[]).await? {
+            InitReply::Configured { .. } => Ok(()),
+            other => Err(SessionError::Invalid(format!("unexpected answer: {other:?}"))),
+        }
+    }
+
+    /// Send an order with its descriptors and wait for the answer.
     pub(crate) async fn exec(&self, order: InitOrder, fds: &[BorrowedFd<'_>]) -> Result<InitReply> {
         let id = match &order {
-            InitOrder::Exec { id, .. } | InitOrder::Signal { id, .. } => *id,
+            InitOrder::Exec { id, .. }
+            | InitOrder::Signal { id, .. }
+            | InitOrder::Configure { id, .. } => *id,
         };
         let (tx, rx) = oneshot::channel();
         self.waiting

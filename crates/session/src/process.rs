@@ -197,6 +197,9 @@ impl Process {
         let pid = match reply {
             InitReply::Started { pid, .. } => pid,
             InitReply::Refused { message, .. } => return Err(SessionError::Invalid(message)),
+            InitReply::Configured { .. } => {
+                return Err(SessionError::Invalid("unexpected answer to an exec".into()))
+            }
         };
         let stdin = pipe::Sender::from_owned_fd(stdin_w)
             .map_err(|e| SessionError::io("stdin pipe", e))?;
