@@ -81,8 +81,9 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     Ok(if usable { 0 } else { 1 })
 }
 
-/// Whether `run --stage` works here: an overlay with `userxattr` mounted in
-/// a user namespace, its upper layer in the stage store.
+/// How `run --stage` stages here: an overlay with `userxattr` mounted in a
+/// user namespace with its upper layer in the stage store, or the copy
+/// fallback (and why).
 fn staging_check() -> cordon_jail::host::Check {
     use cordon_jail::host::Check;
     let missing = |detail: String, fix: &str| Check {
@@ -90,28 +91,28 @@ fn staging_check() -> cordon_jail::host::Check {
         detail,
         fix: Some(fix.to_owned()),
     };
-    let root = match crate::stage_cmd::store() {
-        Ok(s) => s.root().to_path_buf(),
+    let store = match crate::stage_cmd::store() {
+        Ok(s) => s,
         Err(e) => return missing(format!("{e:#}"), "set HOME or XDG_STATE_HOME"),
     };
-    if let Err(e) = std::fs::create_dir_all(&root) {
-        return missing(
-            format!("{}: {e}", root.display()),
-            "make the state directory writable",
-        );
-    }
-    match cordon_jail::overlay_probe(&root) {
-        Ok(()) => Check {
+    match crate::stage_cmd::staging_mode(&store, true) {
+        Ok((cordon_jail::StageMode::Overlay, _)) => Check {
             ok: true,
             detail: format!(
                 "run --stage: overlayfs (userxattr) in a user namespace, changes kept in {}",
-                root.display()
+                store.root().display()
             ),
             fix: None,
         },
-        Err(e) => missing(
-            format!("run --stage is refused here: {e}"),
-            cordon_jail::STAGE_FIX,
-        ),
+        Ok((cordon_jail::StageMode::Copy, why)) => Check {
+            ok: true,
+            detail: format!(
+                "run --stage: copy fallback (overlayfs cannot be used: {}): each staged run first copies the directory into {} (up to [stage] max_size)",
+                why.unwrap_or_default(),
+                store.root().display()
+            ),
+            fix: Some(cordon_jail::STAGE_FIX.to_owned()),
+        },
+        Err(e) => missing(format!("{e:#}"), "make the state directory writable"),
     }
 }

@@ -24,6 +24,58 @@ pub struct Staging {
     size_cap: u64,
     /// Where auto-promotions are recorded.
     audit: Option<PathBuf>,
+    /// Why the run is staged as a copy, when it is.
+    fallback: Option<String>,
+}
+
+/// Where a successful overlay probe is remembered: the kernel release and
+/// the store's device it held for (a new kernel or a store moved to another
+/// filesystem probes again). A failed probe is not remembered.
+const PROBED: &str = ".overlay-ok";
+
+fn probe_key(root: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(root).ok()?.dev();
+    let uname = rustix::system::uname();
+    Some(format!("{} {dev}\n", uname.release().to_string_lossy()))
+}
+
+/// How runs stage here: overlayfs when it can be mounted in a user
+/// namespace with its upper layer in the store, else a copy of the
+/// directory (with the reason). `fresh`: probe even when a success is
+/// remembered.
+pub fn staging_mode(
+    store: &Store,
+    fresh: bool,
+) -> anyhow::Result<(cordon_jail::StageMode, Option<String>)> {
+    let root = store.root();
+    store
+        .ensure_root()
+        .map_err(|e| anyhow::anyhow!("cannot create the stage store: {e}"))?;
+    let key = probe_key(root);
+    let remembered = root.join(PROBED);
+    // The test switch is read by the probe itself: a remembered success
+    // must not hide it.
+    let switched_off = cordon_jail::overlay_probe_switched_off();
+    if !fresh && !switched_off {
+        if let (Some(k), Ok(text)) = (&key, std::fs::read_to_string(&remembered)) {
+            if *k == text {
+                return Ok((cordon_jail::StageMode::Overlay, None));
+            }
+        }
+    }
+    match cordon_jail::overlay_probe(root) {
+        Ok(()) => {
+            if let Some(k) = key {
+                let _ = std::fs::write(&remembered, k);
+            }
+            Ok((cordon_jail::StageMode::Overlay, None))
+        }
+        Err(why) => {
+            let _ = std::fs::remove_file(&remembered);
+            Ok((cordon_jail::StageMode::Copy, Some(why)))
+        }
+    }
 }
 
 /// What the report and stderr say about a staged run.
@@ -31,8 +83,11 @@ pub struct Staging {
 pub struct StageReport {
     pub run_id: String,
     pub path: PathBuf,
-    /// `overlay`.
+    /// `overlay`, or `copy` where overlayfs cannot be used.
     pub mode: String,
+    /// Why the directory was staged as a copy, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
     /// Changes captured (0 when the run was discarded).
     pub changes: usize,
     /// The change set's hash.
@@ -86,18 +141,35 @@ pub fn prepare(
     let policy = policy_of(&profile.stage)?;
     // Bounded: old stages go when a new one starts.
     let _ = store.prune(profile.stage.keep.as_duration());
+    let (mode, fallback) = staging_mode(&store, false)?;
+    let mode_name = match mode {
+        cordon_jail::StageMode::Overlay => cordon_stage::MODE_OVERLAY,
+        cordon_jail::StageMode::Copy => cordon_stage::MODE_COPY,
+    };
     let stage = store
-        .create(run_id, &canonical, command.to_vec(), policy)
+        .create(run_id, &canonical, mode_name, command.to_vec(), policy)
         .map_err(|e| anyhow::anyhow!("cannot create the stage: {e}"))?;
+    if mode == cordon_jail::StageMode::Copy {
+        if let Err(e) = cordon_stage::make_copy(&stage, profile.stage.max_size.0) {
+            let _ = stage.remove();
+            bail!(
+                "--stage {}: overlayfs cannot be used here ({}), and the copy fallback is refused: {e}",
+                dir.display(),
+                fallback.as_deref().unwrap_or("")
+            );
+        }
+    }
     spec.staged.push(cordon_jail::StagedBind {
         lower: canonical,
         upper: stage.upper(),
         work: stage.work(),
+        mode,
     });
     Ok(Staging {
         stage,
         size_cap: profile.stage.max_size.0,
         audit,
+        fallback,
     })
 }
 
@@ -130,6 +202,7 @@ impl Staging {
             run_id: id.clone(),
             path: self.stage.meta.target.clone(),
             mode: self.stage.meta.mode.clone(),
+            fallback: self.fallback.clone(),
             changes: 0,
             hash: String::new(),
             upper: self.stage.upper(),
@@ -199,6 +272,17 @@ impl Staging {
 impl StageReport {
     /// The lines for stderr.
     pub fn lines(&self) -> String {
+        let copy = match &self.fallback {
+            Some(why) => format!(
+                "cordon: {} was staged as a copy (overlayfs cannot be used here: {why})\n",
+                self.path.display()
+            ),
+            None => String::new(),
+        };
+        copy + &self.outcome_lines()
+    }
+
+    fn outcome_lines(&self) -> String {
         if let Some(why) = &self.discarded {
             return format!(
                 "cordon: staged run {} of {} discarded: {why}",

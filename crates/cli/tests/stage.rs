@@ -19,6 +19,9 @@ struct Fixture {
     work: Workdir,
     repo: PathBuf,
     state: tempfile::TempDir,
+    /// Runs stage with the copy fallback (overlayfs turned off by the
+    /// debug build's test switch).
+    copy: bool,
 }
 
 impl Fixture {
@@ -30,7 +33,53 @@ impl Fixture {
             .prefix("cordon-stage-state-")
             .tempdir()
             .unwrap();
-        Fixture { work, repo, state }
+        Fixture {
+            work,
+            repo,
+            state,
+            copy: false,
+        }
+    }
+
+    /// A fixture whose runs use the copy fallback.
+    fn copy() -> Fixture {
+        Fixture {
+            copy: true,
+            ..Fixture::new()
+        }
+    }
+
+    /// The environment of a staged run: its state directory, and the test
+    /// switch that makes overlayfs unavailable for a copy fixture.
+    fn env(&self, c: &mut Command) {
+        c.env("XDG_STATE_HOME", self.state.path());
+        if self.copy {
+            c.env(common::DISABLE_LAYERS, "overlay");
+        }
+    }
+
+    /// Staged runs in the store (its dot-files are the store's own).
+    fn stages_left(&self) -> usize {
+        std::fs::read_dir(self.state.path().join("cordon/stage"))
+            .unwrap()
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .count()
+    }
+
+    /// The report's staging mode is the fixture's.
+    fn check_mode(&self, o: &common::Outcome) {
+        if o.report["stage"].is_null() {
+            return;
+        }
+        let want = if self.copy { "copy" } else { "overlay" };
+        assert_eq!(o.report["stage"]["mode"], want, "{}", o.report);
+        assert_eq!(
+            o.report["stage"]["fallback"].is_string(),
+            self.copy,
+            "the report says why a run was staged as a copy: {}",
+            o.report
+        );
     }
 
     fn file(&self, rel: &str, text: &str, mode: u32) {
@@ -43,7 +92,6 @@ impl Fixture {
     /// `cordon run --stage repo -- sh -c script` (run in the repo).
     fn staged(&self, script: &str) -> (common::Outcome, String) {
         let repo = self.repo.display().to_string();
-        let state = self.state.path().to_path_buf();
         let script = format!("cd '{repo}' && {script}");
         // A host file changed within one tick of the kernel's coarse clock
         // before the run counts as changed during it (a conservative
@@ -52,10 +100,9 @@ impl Fixture {
         let o = self.work.run_with(
             &["--stage", &repo, "--no-audit"],
             &["sh", "-c", &script],
-            |c| {
-                c.env("XDG_STATE_HOME", &state);
-            },
+            |c| self.env(c),
         );
+        self.check_mode(&o);
         let id = o.report["stage"]["run_id"]
             .as_str()
             .unwrap_or("")
@@ -191,18 +238,33 @@ fn staging_available() -> bool {
     !skip_unless(userns_available(), "user namespaces are unavailable")
 }
 
+/// A staging test twice: over overlayfs (`$overlay`) and over the copy
+/// fallback (`$copy`, forced by the test switch), with the same checks.
+macro_rules! both_modes {
+    ($body:ident, $overlay:ident, $copy:ident) => {
+        #[test]
+        fn $overlay() {
+            if staging_available() {
+                $body(Fixture::new());
+            }
+        }
+
+        #[test]
+        fn $copy() {
+            if staging_available() {
+                $body(Fixture::copy());
+            }
+        }
+    };
+}
+
 /// Layer: the overlay's upper layer (jail/overlay.rs). A run that writes,
 /// appends, deletes, renames (a file and a directory), chmods, symlinks and
 /// replaces a directory leaves the host tree byte-identical (hashes of
 /// every entry, and no inotify write event during the run), and the change
 /// set names each operation. With the overlay replaced by a plain writable
 /// bind (`--rw`), both checks fail.
-#[test]
-fn staged_run_leaves_host_untouched_and_lists_every_op() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn staged_run_leaves_host_untouched_and_lists_every_op(f: Fixture) {
     f.file("edit.txt", "one\n", 0o644);
     f.file("gone.txt", "bye\n", 0o644);
     f.file("old-name.txt", "moving\n", 0o644);
@@ -296,20 +358,12 @@ fn staged_run_leaves_host_untouched_and_lists_every_op() {
     let out = f.cordon(&["changes", &id]);
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no staged run"));
-    assert!(std::fs::read_dir(f.state.path().join("cordon/stage"))
-        .unwrap()
-        .next()
-        .is_none());
+    assert_eq!(f.stages_left(), 0);
     assert_eq!(snapshot(&f.repo), before);
 }
 
 /// A run that writes nothing has an empty change set, and keeps no stage.
-#[test]
-fn staged_run_without_writes_has_no_changes() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn staged_run_without_writes_has_no_changes(f: Fixture) {
     f.file("a.txt", "a\n", 0o644);
     let (o, id) = f.staged("cat a.txt");
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -317,10 +371,7 @@ fn staged_run_without_writes_has_no_changes() {
     assert!(o.stderr.contains("no changes"), "{}", o.stderr);
     // Nothing to review: nothing is kept.
     assert_eq!(f.cordon(&["changes", &id]).status.code(), Some(125));
-    assert!(std::fs::read_dir(f.state.path().join("cordon/stage"))
-        .unwrap()
-        .next()
-        .is_none());
+    assert_eq!(f.stages_left(), 0);
 }
 
 /// The upper layer is private to its owner and outside the staged tree:
@@ -345,12 +396,7 @@ fn stage_store_inside_the_staged_tree_is_refused() {
 /// applies exactly those entries (a named directory brings what is under
 /// it), leaves every other host file as it was, keeps the rest staged, and
 /// records the promotion with the change set's hash in the audit store.
-#[test]
-fn promote_applies_exactly_the_chosen_paths() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn promote_applies_exactly_the_chosen_paths(f: Fixture) {
     f.file("a.txt", "a\n", 0o644);
     f.file("b.txt", "b\n", 0o644);
     f.file("gone.txt", "gone\n", 0o644);
@@ -442,12 +488,7 @@ fn promote_applies_exactly_the_chosen_paths() {
 /// changed after the run is never overwritten: the whole promotion is
 /// refused (the other, clean entries are not applied either), and it
 /// names the path.
-#[test]
-fn promote_refuses_a_conflict_and_applies_nothing() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn promote_refuses_a_conflict_and_applies_nothing(f: Fixture) {
     f.file("a.txt", "a\n", 0o644);
     f.file("b.txt", "b\n", 0o644);
     let (o, id) = f.staged("echo staged > a.txt && echo clean > b.txt && echo n > n.txt");
@@ -493,12 +534,7 @@ fn promote_refuses_a_conflict_and_applies_nothing() {
 /// create; a 0:0 device is read as a deletion) are listed but never
 /// promoted, neither with everything nor by name; the host tree is
 /// unchanged.
-#[test]
-fn symlinks_out_of_the_tree_setuid_and_special_files_are_never_promoted() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn symlinks_out_of_the_tree_setuid_and_special_files_are_never_promoted(f: Fixture) {
     f.file("ok.txt", "ok\n", 0o644);
     f.file("sub/x", "x\n", 0o644);
     let (o, id) = f.staged(
@@ -548,12 +584,7 @@ fn symlinks_out_of_the_tree_setuid_and_special_files_are_never_promoted() {
 /// (stage/fsutil.rs). When a directory of the host tree is replaced by a
 /// symlink to a place outside it after the run, promoting a file under it
 /// fails and nothing is written through the link.
-#[test]
-fn promotion_never_follows_a_host_symlink_out_of_the_tree() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn promotion_never_follows_a_host_symlink_out_of_the_tree(f: Fixture) {
     f.file("sub/inner/a.txt", "a\n", 0o644);
     let (o, id) = f.staged("echo planted > sub/inner/new.txt && echo changed > sub/inner/a.txt");
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -581,12 +612,7 @@ fn promotion_never_follows_a_host_symlink_out_of_the_tree() {
 /// Layer: the promotion policy (stage/policy.rs, rule git-hooks). A run
 /// that writes a git hook gets it staged, but promotion refuses it with a
 /// message naming the rule and the flag; `--allow git-hooks` promotes it.
-#[test]
-fn policy_refuses_a_git_hooks_write() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn policy_refuses_a_git_hooks_write(f: Fixture) {
     f.file(".git/hooks/README", "hooks\n", 0o644);
     f.file("src.txt", "src\n", 0o644);
     let (o, id) = f.staged(
@@ -627,7 +653,6 @@ impl Fixture {
         let path = self.work.write("stage-profile.toml", profile);
         let path = path.display().to_string();
         let repo = self.repo.display().to_string();
-        let state = self.state.path().to_path_buf();
         let audit = self.state.path().join("cordon/audit.db");
         std::thread::sleep(std::time::Duration::from_millis(20));
         let o = self.work.run_with(
@@ -640,10 +665,9 @@ impl Fixture {
                 audit.to_str().unwrap(),
             ],
             &["sh", "-c", &format!("cd '{repo}' && {script}")],
-            |c| {
-                c.env("XDG_STATE_HOME", &state);
-            },
+            |c| self.env(c),
         );
+        self.check_mode(&o);
         let id = o.report["stage"]["run_id"]
             .as_str()
             .unwrap_or("")
@@ -655,12 +679,7 @@ impl Fixture {
 /// Layer: the profile's `[stage]` rules. `auto` globs are promoted when the
 /// run ends (and recorded), `refuse` globs are held back naming the rule,
 /// everything else waits for `promote`.
-#[test]
-fn profile_stage_rules_auto_promote_and_refuse() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn profile_stage_rules_auto_promote_and_refuse(f: Fixture) {
     f.file("docs/old.md", "old\n", 0o644);
     let (o, id) = f.staged_with_profile(
         "[stage]\nauto = [\"docs/*.md\"]\nrefuse = [\"private/**\"]\n",
@@ -703,12 +722,7 @@ fn profile_stage_rules_auto_promote_and_refuse() {
 /// Bounded: a run whose staged changes pass `[stage] max_size` is discarded
 /// when it ends (the host tree untouched), and staged runs older than
 /// `keep` are removed when the next one starts.
-#[test]
-fn staged_changes_are_bounded_by_size_and_age() {
-    if !staging_available() {
-        return;
-    }
-    let f = Fixture::new();
+fn staged_changes_are_bounded_by_size_and_age(f: Fixture) {
     f.file("a.txt", "a\n", 0o644);
     let before = snapshot(&f.repo);
     let (o, id) = f.staged_with_profile(
@@ -779,4 +793,142 @@ fn scanner_findings_hold_files_back() {
     let (code, err) = f.promote(&id, &["--allow", "scanner"]);
     assert_eq!(code, 0, "{err}");
     assert!(f.repo.join("connect.sh").exists() && f.repo.join("settings.toml").exists());
+}
+
+both_modes!(
+    staged_run_leaves_host_untouched_and_lists_every_op,
+    staged_run_leaves_host_untouched_and_lists_every_op_overlay,
+    copy_fallback_leaves_host_untouched_and_lists_every_op
+);
+
+both_modes!(
+    staged_run_without_writes_has_no_changes,
+    staged_run_without_writes_has_no_changes_overlay,
+    copy_fallback_without_writes_has_no_changes
+);
+
+both_modes!(
+    promote_applies_exactly_the_chosen_paths,
+    promote_applies_exactly_the_chosen_paths_overlay,
+    copy_fallback_promote_applies_exactly_the_chosen_paths
+);
+
+both_modes!(
+    promote_refuses_a_conflict_and_applies_nothing,
+    promote_refuses_a_conflict_and_applies_nothing_overlay,
+    copy_fallback_promote_refuses_a_conflict
+);
+
+both_modes!(
+    symlinks_out_of_the_tree_setuid_and_special_files_are_never_promoted,
+    symlinks_out_of_the_tree_setuid_and_special_files_are_never_promoted_overlay,
+    copy_fallback_never_promotes_escaping_symlinks_setuid_or_special_files
+);
+
+both_modes!(
+    promotion_never_follows_a_host_symlink_out_of_the_tree,
+    promotion_never_follows_a_host_symlink_out_of_the_tree_overlay,
+    copy_fallback_promotion_never_follows_a_host_symlink
+);
+
+both_modes!(
+    policy_refuses_a_git_hooks_write,
+    policy_refuses_a_git_hooks_write_overlay,
+    copy_fallback_policy_refuses_a_git_hooks_write
+);
+
+both_modes!(
+    profile_stage_rules_auto_promote_and_refuse,
+    profile_stage_rules_auto_promote_and_refuse_overlay,
+    copy_fallback_profile_stage_rules
+);
+
+both_modes!(
+    staged_changes_are_bounded_by_size_and_age,
+    staged_changes_are_bounded_by_size_and_age_overlay,
+    copy_fallback_bounded_by_size_and_age
+);
+
+/// The copy fallback keeps the size cap before the run: a tree larger than
+/// `[stage] max_size` is not copied, the run is refused before anything
+/// starts (exit 125, naming the cap and the way out), nothing is left in
+/// the store and the host tree is untouched.
+#[test]
+fn copy_fallback_refuses_a_tree_over_the_size_cap() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::copy();
+    f.file("big.bin", &"x".repeat(100_000), 0o644);
+    let before = snapshot(&f.repo);
+    let (o, _) = f.staged_with_profile("[stage]\nmax_size = \"64KiB\"\n", "echo ran > ran.txt");
+    assert_eq!(o.code, 125, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("copy fallback is refused") && o.stderr.contains("max_size"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stdout.contains("ran"), "the command never ran");
+    assert_eq!(f.stages_left(), 0);
+    assert_eq!(snapshot(&f.repo), before);
+}
+
+/// The copy fallback copies a symlink as a symlink: a link in the tree to
+/// a directory outside it is not followed into the copy (nothing outside
+/// the tree is copied or becomes writable), and the run sees the link.
+#[test]
+fn copy_fallback_copies_symlinks_without_following_them() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::copy();
+    let outside = f.work.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "s\n").unwrap();
+    std::os::unix::fs::symlink(&outside, f.repo.join("out")).unwrap();
+    f.file("a.txt", "a\n", 0o644);
+    let (o, id) = f.staged("readlink out; echo x > a.txt; ls -A");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.starts_with(&format!("{}\n", outside.display())),
+        "{}",
+        o.stdout
+    );
+    let upper = f.state.path().join("cordon/stage").join(&id).join("upper");
+    assert!(std::fs::symlink_metadata(upper.join("out"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(!upper.join("secret.txt").exists());
+    let set = f.changes(&id);
+    assert_eq!(set["entries"].as_array().unwrap().len(), 1, "{set}");
+    assert!(entry(&set, "a.txt", "modified").is_some(), "{set}");
+}
+
+/// `cordon doctor` says which staging is in force: overlayfs where it
+/// mounts, the copy fallback (and why) where it does not.
+#[test]
+fn doctor_says_which_staging_is_in_force() {
+    if !staging_available() {
+        return;
+    }
+    for f in [Fixture::new(), Fixture::copy()] {
+        let mut c = Command::new(cordon_bin());
+        c.arg("doctor").stdin(Stdio::null());
+        f.env(&mut c);
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.contains("staging"))
+            .unwrap_or_else(|| panic!("no staging line: {text}"));
+        if f.copy {
+            assert!(
+                line.contains("copy fallback") && line.contains("test switch"),
+                "{line}"
+            );
+        } else {
+            assert!(line.contains("run --stage: overlayfs"), "{line}");
+        }
+    }
 }

@@ -49,7 +49,9 @@ pub use observe::{Access, ObservedPath};
 pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
 };
-pub use overlay::{probe as overlay_probe, STAGE_FIX};
+pub use overlay::{
+    probe as overlay_probe, probe_switched_off as overlay_probe_switched_off, STAGE_FIX,
+};
 pub use rootfs::SYSTEM_DIRS;
 pub use run::{
     run, run_with, userns_fix, CaptureSink, Hooks, NoHooks, OutputSink, RunOptions, Started,
@@ -57,5 +59,5 @@ pub use run::{
 };
 pub use spec::{
     Bind, FileOverlay, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction,
-    Spec, StagedBind, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
+    Spec, StageMode, StagedBind, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
 };

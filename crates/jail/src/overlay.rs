@@ -10,6 +10,9 @@
 //! off with `userxattr`): every changed file is a complete file in the upper
 //! layer and a renamed directory is a copy plus a whiteout, which is what
 //! the change set reads.
+//!
+//! A directory staged as a copy ([`StageMode::Copy`], where overlayfs is
+//! unavailable) is a plain writable bind of the copy (rootfs.rs).
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -18,7 +21,7 @@ use std::path::{Component, Path};
 use rustix::fs::OFlags;
 
 use crate::error::{JailError, Result};
-use crate::spec::{Layer, StagedBind};
+use crate::spec::{Layer, StageMode, StagedBind};
 use crate::sys;
 
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
@@ -86,11 +89,12 @@ fn open_dir(path: &Path) -> Result<OwnedFd> {
     crate::rootfs::open_host_path(path, OFlags::DIRECTORY)
 }
 
-/// Open every staged directory's layers (in the sandbox helper, before the
-/// root tmpfs hides the host's /tmp).
+/// Open every overlay-staged directory's layers (in the sandbox helper,
+/// before the root tmpfs hides the host's /tmp).
 pub(crate) fn open(staged: &[StagedBind]) -> Result<Vec<Opened>> {
     staged
         .iter()
+        .filter(|s| s.mode == StageMode::Overlay)
         .map(|s| {
             Ok(Opened {
                 lower: open_dir(&s.lower)?,
@@ -127,8 +131,19 @@ pub(crate) fn mount(
     opened: &[Opened],
     target: impl Fn(BorrowedFd<'_>, &Path) -> Result<OwnedFd>,
 ) -> Result<()> {
-    for (s, o) in staged.iter().zip(opened) {
+    let overlaid = staged.iter().filter(|s| s.mode == StageMode::Overlay);
+    for (s, o) in overlaid.zip(opened) {
         let at = target(root, &s.lower)?;
+        if crate::test_switch::off(crate::test_switch::Switch::Overlay) {
+            return Err(fs_err(
+                format!(
+                    "{}: cannot mount the staging overlay: turned off by the test switch {}=overlay",
+                    s.lower.display(),
+                    crate::test_switch::VAR
+                ),
+                Some(STAGE_FIX),
+            ));
+        }
         sys::mount(
             Some(c"overlay"),
             &sys::fd_path(at.as_fd()),
@@ -152,10 +167,22 @@ pub(crate) fn mount(
 /// What to do when overlayfs cannot be used.
 pub const STAGE_FIX: &str = "staging needs overlayfs mountable in a user namespace (Linux 5.11+) and a state directory on a filesystem with user extended attributes (ext4, xfs, btrfs; tmpfs from 6.6); `cordon doctor` shows whether this host has both";
 
+/// Whether the test switch makes overlayfs count as unavailable (always
+/// false in release builds).
+pub fn probe_switched_off() -> bool {
+    crate::test_switch::off(crate::test_switch::Switch::Overlay)
+}
+
 /// Whether an overlay with `userxattr` can be mounted in a fresh user
 /// namespace, with its upper layer under `dir` (which must exist and be
 /// writable): `Ok(())`, or the reason it cannot.
 pub fn probe(dir: &Path) -> std::result::Result<(), String> {
+    if probe_switched_off() {
+        return Err(format!(
+            "overlayfs is turned off by the test switch {}=overlay",
+            crate::test_switch::VAR
+        ));
+    }
     let base = tempdir_in(dir)?;
     let result = probe_in(&base);
     // overlayfs leaves a mode-0 `work/work` behind.

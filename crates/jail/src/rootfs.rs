@@ -18,7 +18,7 @@ use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, O
 use crate::error::{JailError, Result};
 use crate::etc;
 use crate::overlay;
-use crate::spec::{Layer, Spec};
+use crate::spec::{Layer, Spec, StageMode};
 use crate::sys::{self, MountAttrs};
 
 /// Host directories that hold programs and libraries, bound read-only (or
@@ -250,6 +250,20 @@ impl Plan {
             .collect()
     }
 
+    /// Directories staged as a copy: the copy (`upper`) bound writable at
+    /// the host directory's path.
+    fn copy_binds(&self) -> Vec<PlannedBind> {
+        self.staged
+            .iter()
+            .filter(|s| s.mode == StageMode::Copy)
+            .map(|s| PlannedBind {
+                path: s.lower.clone(),
+                writable: true,
+                dir: true,
+            })
+            .collect()
+    }
+
     pub(crate) fn landlock_paths(&self) -> Vec<(PathBuf, bool, bool)> {
         let mut out: Vec<(PathBuf, bool, bool)> = self
             .system_binds
@@ -286,6 +300,12 @@ impl Plan {
         };
         let dev = clone_all(&dev_nodes())?;
         let staged = overlay::open(&self.staged)?;
+        let copies = self
+            .copy_binds()
+            .iter()
+            .zip(self.staged.iter().filter(|s| s.mode == StageMode::Copy))
+            .map(|(b, s)| clone_tree(open_host_path(&s.upper, OFlags::DIRECTORY)?.as_fd(), "", b))
+            .collect::<Result<Vec<_>>>()?;
 
         let root = tmpfs(
             &[("size", "4m"), ("nr_inodes", "4096"), ("mode", "0755")],
@@ -317,6 +337,9 @@ impl Plan {
         }
         overlay::mount(root, &self.staged, &staged, |r, p| make_target(r, p, true))?;
         drop(staged);
+        for (b, tree) in self.copy_binds().iter().zip(copies) {
+            attach(root, b, tree)?;
+        }
         let proc_dir = mkdir(root, "proc")?;
         self.place_files(root, proc_dir.as_fd())?;
         drop(proc_dir);

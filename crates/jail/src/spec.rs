@@ -60,6 +60,8 @@ pub struct Spec {
 /// `upper`/`work` as its writable layer, mounted inside the sandbox's user
 /// namespace with `userxattr`. All three are canonical absolute host paths;
 /// `upper` and `work` must be empty directories on the same filesystem.
+/// With [`StageMode::Copy`], `upper` holds a copy of the host directory
+/// made by the caller and is bound writable at `lower`'s path instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StagedBind {
     /// The host directory, and where it appears inside.
@@ -68,6 +70,20 @@ pub struct StagedBind {
     pub upper: PathBuf,
     /// Overlayfs's scratch directory.
     pub work: PathBuf,
+    #[serde(default)]
+    pub mode: StageMode,
+}
+
+/// How a staged directory is kept apart from the host's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageMode {
+    /// overlayfs over the host directory.
+    #[default]
+    Overlay,
+    /// A copy of the host directory (in `upper`), bound in its place:
+    /// where overlayfs cannot be mounted in a user namespace.
+    Copy,
 }
 
 /// A file that exists only inside the sandbox.

@@ -42,10 +42,14 @@ pub enum Switch {
     /// Started by another user, newgidmap is not used: its supplementary
     /// groups are kept (and said to be).
     Identity,
+    /// overlayfs counts as unavailable for staging: the probe says so, a
+    /// staged overlay mount is refused, and `cordon run --stage` falls
+    /// back to a copy.
+    Overlay,
 }
 
 impl Switch {
-    pub const ALL: [Switch; 10] = [
+    pub const ALL: [Switch; 11] = [
         Switch::Landlock,
         Switch::Seccomp,
         Switch::MountRo,
@@ -56,6 +60,7 @@ impl Switch {
         Switch::BoundingSet,
         Switch::Session,
         Switch::Identity,
+        Switch::Overlay,
     ];
 
     /// The layer of the run's report this switch weakens.
@@ -63,7 +68,7 @@ impl Switch {
         match self {
             Switch::Landlock => Layer::Landlock,
             Switch::Seccomp => Layer::Seccomp,
-            Switch::MountRo | Switch::Nosuid => Layer::Filesystem,
+            Switch::MountRo | Switch::Nosuid | Switch::Overlay => Layer::Filesystem,
             Switch::Dumpable => Layer::PidNamespace,
             Switch::NoNewPrivs | Switch::CapDrop | Switch::BoundingSet => Layer::Capabilities,
             Switch::Session => Layer::PidNamespace,
@@ -83,6 +88,7 @@ impl Switch {
             Switch::BoundingSet => "bounding-set",
             Switch::Session => "session",
             Switch::Identity => "identity",
+            Switch::Overlay => "overlay",
         }
     }
 }

@@ -17,20 +17,22 @@ use rustix::fs::{OFlags, Stat};
 use crate::change::{Change, ChangeSet, Kind, Op};
 use crate::error::{Result, StageError};
 use crate::fsutil::{self, base_at, join, list_dir, lstat_at};
-use crate::store::Stage;
+use crate::store::{Stage, MODE_COPY};
 
 const XATTR_OPAQUE: &str = "user.overlay.opaque";
 const XATTR_WHITEOUT: &str = "user.overlay.whiteout";
 
-struct Ctx<'a> {
-    upper: BorrowedFd<'a>,
-    lower: BorrowedFd<'a>,
-    started_ns: i128,
-    out: Vec<Change>,
+pub(crate) struct Ctx<'a> {
+    /// The run's writable side: the overlay's upper layer, or the copy.
+    pub(crate) upper: BorrowedFd<'a>,
+    /// The host tree.
+    pub(crate) lower: BorrowedFd<'a>,
+    pub(crate) started_ns: i128,
+    pub(crate) out: Vec<Change>,
 }
 
-/// Read the change set of a staged run from its upper layer and the host
-/// tree as it is now.
+/// Read the change set of a staged run from its upper layer (or its copy)
+/// and the host tree as it is now.
 pub fn capture(stage: &Stage) -> Result<ChangeSet> {
     let upper = fsutil::open_root(&stage.upper()).map_err(|e| StageError::io(stage.upper(), e))?;
     let lower =
@@ -41,7 +43,12 @@ pub fn capture(stage: &Stage) -> Result<ChangeSet> {
         started_ns: i128::from(stage.meta.started_ns),
         out: Vec::new(),
     };
-    walk(&mut ctx, "", true).map_err(|e| StageError::io(stage.upper(), e))?;
+    if stage.meta.mode == MODE_COPY {
+        let manifest = crate::copy::Manifest::load(stage)?;
+        crate::copy::changes(&mut ctx, &manifest).map_err(|e| StageError::io(stage.upper(), e))?;
+    } else {
+        walk(&mut ctx, "", true).map_err(|e| StageError::io(stage.upper(), e))?;
+    }
     Ok(ChangeSet::new(
         stage.meta.run_id.clone(),
         stage.meta.target.clone(),
@@ -75,18 +82,26 @@ fn is_whiteout(ctx: &Ctx<'_>, rel: &str, st: &Stat) -> bool {
     }
 }
 
-fn walk(ctx: &mut Ctx<'_>, dir: &str, lower_dir: bool) -> std::io::Result<()> {
-    let names = list_dir(ctx.upper, dir)?;
-    for name in &names {
+/// The entries of `dir` on the writable side with their status; a name
+/// that is not UTF-8 is noted as a change that is never promoted.
+pub(crate) fn upper_entries(ctx: &mut Ctx<'_>, dir: &str) -> std::io::Result<Vec<(String, Stat)>> {
+    let mut out = Vec::new();
+    for name in list_dir(ctx.upper, dir)? {
         let Some(name) = name.to_str() else {
             let rel = join(dir, &name.to_string_lossy());
             ctx.out.push(refused_entry(rel, "the name is not UTF-8"));
             continue;
         };
         let rel = join(dir, name);
-        let Some(st) = lstat_at(ctx.upper, &rel)? else {
-            continue;
-        };
+        if let Some(st) = lstat_at(ctx.upper, &rel)? {
+            out.push((rel, st));
+        }
+    }
+    Ok(out)
+}
+
+fn walk(ctx: &mut Ctx<'_>, dir: &str, lower_dir: bool) -> std::io::Result<()> {
+    for (rel, st) in upper_entries(ctx, dir)? {
         let lower = if lower_dir {
             lstat_at(ctx.lower, &rel)?
         } else {
@@ -116,49 +131,86 @@ fn walk(ctx: &mut Ctx<'_>, dir: &str, lower_dir: bool) -> std::io::Result<()> {
                             }
                         }
                     }
-                    if l.st_mode & 0o7777 != st.st_mode & 0o7777 {
-                        let e = entry(ctx, rel.clone(), Op::Mode, &st)?;
-                        ctx.out.push(e);
-                    }
+                    dir_mode(ctx, &rel, &st, l)?;
                     walk(ctx, &rel, true)?;
                 }
                 (_, l) => {
-                    if let Some(l) = l {
-                        deleted(ctx, &rel, l)?;
-                    }
-                    let e = entry(ctx, rel.clone(), Op::Added, &st)?;
-                    ctx.out.push(e);
+                    new_dir(ctx, &rel, &st, l.as_ref())?;
                     walk(ctx, &rel, false)?;
                 }
             }
             continue;
         }
-        let op = match (lower_kind, &lower) {
-            (None, _) => Op::Added,
-            (Some(Kind::Dir), Some(l)) => {
-                deleted(ctx, &rel, l)?;
-                Op::Added
-            }
-            _ => Op::Modified,
-        };
-        let mut e = entry(ctx, rel, op, &st)?;
-        if op == Op::Modified {
-            if let Some(b) = &e.base {
-                if b.kind == e.kind && b.hash == e.hash {
-                    if b.mode == e.mode.unwrap_or(0) {
-                        continue; // copied up, not changed
-                    }
-                    e.op = Op::Mode;
-                }
-            }
-        }
+        not_dir(ctx, rel, &st, lower.as_ref())?;
+    }
+    Ok(())
+}
+
+/// A directory on both sides: a mode-only change when its permission
+/// bits differ.
+pub(crate) fn dir_mode(
+    ctx: &mut Ctx<'_>,
+    rel: &str,
+    st: &Stat,
+    lower: &Stat,
+) -> std::io::Result<()> {
+    if lower.st_mode & 0o7777 != st.st_mode & 0o7777 {
+        let e = entry(ctx, rel.to_owned(), Op::Mode, st)?;
         ctx.out.push(e);
     }
     Ok(())
 }
 
+/// A directory the host does not have there: added, after the deletion of
+/// whatever the host has at that path.
+pub(crate) fn new_dir(
+    ctx: &mut Ctx<'_>,
+    rel: &str,
+    st: &Stat,
+    lower: Option<&Stat>,
+) -> std::io::Result<()> {
+    if let Some(l) = lower {
+        deleted(ctx, rel, l)?;
+    }
+    let e = entry(ctx, rel.to_owned(), Op::Added, st)?;
+    ctx.out.push(e);
+    Ok(())
+}
+
+/// The change at `rel`, which is not a directory on the writable side
+/// (`st`), against the host's entry there (`lower`): added, modified or
+/// mode-only; nothing when content and mode are the host's.
+pub(crate) fn not_dir(
+    ctx: &mut Ctx<'_>,
+    rel: String,
+    st: &Stat,
+    lower: Option<&Stat>,
+) -> std::io::Result<()> {
+    let op = match lower {
+        None => Op::Added,
+        Some(l) if Kind::of(l.st_mode) == Kind::Dir => {
+            deleted(ctx, &rel, l)?;
+            Op::Added
+        }
+        Some(_) => Op::Modified,
+    };
+    let mut e = entry(ctx, rel, op, st)?;
+    if op == Op::Modified {
+        if let Some(b) = &e.base {
+            if b.kind == e.kind && b.hash == e.hash {
+                if b.mode == e.mode.unwrap_or(0) {
+                    return Ok(()); // copied up, not changed
+                }
+                e.op = Op::Mode;
+            }
+        }
+    }
+    ctx.out.push(e);
+    Ok(())
+}
+
 /// The deletion of the host entry at `rel`; a directory's contents first.
-fn deleted(ctx: &mut Ctx<'_>, rel: &str, st: &Stat) -> std::io::Result<()> {
+pub(crate) fn deleted(ctx: &mut Ctx<'_>, rel: &str, st: &Stat) -> std::io::Result<()> {
     let kind = Kind::of(st.st_mode);
     if kind == Kind::Dir {
         for child in list_dir(ctx.lower, rel)? {
@@ -184,7 +236,7 @@ fn deleted(ctx: &mut Ctx<'_>, rel: &str, st: &Stat) -> std::io::Result<()> {
 }
 
 /// An added or changed entry, described from the upper layer.
-fn entry(ctx: &Ctx<'_>, rel: String, op: Op, st: &Stat) -> std::io::Result<Change> {
+pub(crate) fn entry(ctx: &Ctx<'_>, rel: String, op: Op, st: &Stat) -> std::io::Result<Change> {
     let kind = Kind::of(st.st_mode);
     let mode = st.st_mode & 0o7777;
     let hash = fsutil::content_hash(ctx.upper, &rel, kind)?;

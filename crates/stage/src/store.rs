@@ -16,6 +16,8 @@ use crate::policy::Policy;
 
 /// The staging mode that mounts overlayfs over the host directory.
 pub const MODE_OVERLAY: &str = "overlay";
+/// The fallback that binds a copy of the host directory (`crate::copy`).
+pub const MODE_COPY: &str = "copy";
 
 /// What a staged run was.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,23 +83,24 @@ impl Store {
         &self.root
     }
 
-    /// A new stage for `run_id` over `target`: private directories, meta
-    /// written, start time taken now.
+    /// A new stage for `run_id` over `target` in `mode` ([`MODE_OVERLAY`]
+    /// or [`MODE_COPY`]): private directories, meta written, start time
+    /// taken now.
     pub fn create(
         &self,
         run_id: &str,
         target: &Path,
+        mode: &str,
         command: Vec<String>,
         policy: Policy,
     ) -> Result<Stage> {
+        if mode != MODE_OVERLAY && mode != MODE_COPY {
+            return Err(StageError::Invalid(format!("{mode}: not a staging mode")));
+        }
         if !valid_id(run_id) {
             return Err(StageError::Invalid(format!("{run_id}: not a run id")));
         }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.root)
-            .map_err(|e| StageError::io(&self.root, e))?;
+        self.ensure_root()?;
         let dir = self.root.join(run_id);
         for d in [dir.clone(), dir.join("upper"), dir.join("work")] {
             std::fs::DirBuilder::new()
@@ -108,7 +111,7 @@ impl Store {
         let meta = Meta {
             run_id: run_id.to_owned(),
             target: target.to_path_buf(),
-            mode: MODE_OVERLAY.into(),
+            mode: mode.to_owned(),
             started_ns: coarse_now_ns(),
             created_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -119,6 +122,15 @@ impl Store {
         let stage = Stage { dir, meta };
         write_json(&stage.dir.join("meta.json"), &stage.meta)?;
         Ok(stage)
+    }
+
+    /// Create the store's directory (private) if it is not there.
+    pub fn ensure_root(&self) -> Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.root)
+            .map_err(|e| StageError::io(&self.root, e))
     }
 
     pub fn open(&self, run_id: &str) -> Result<Stage> {
@@ -185,6 +197,11 @@ impl Stage {
         self.dir.join("work")
     }
 
+    /// What the copy fallback copied (`crate::copy`).
+    pub(crate) fn manifest_path(&self) -> PathBuf {
+        self.dir.join("copy.json")
+    }
+
     fn changes_path(&self) -> PathBuf {
         self.dir.join("changes.json")
     }
@@ -249,7 +266,7 @@ impl Stage {
         write_json(&self.promoted_path(), &all)
     }
 
-    /// Bytes held by the upper layer.
+    /// Bytes held by the upper layer (in the copy fallback: the copy).
     pub fn upper_bytes(&self) -> u64 {
         fn walk(p: &Path) -> u64 {
             let Ok(entries) = std::fs::read_dir(p) else {
@@ -297,7 +314,7 @@ fn remove_tree(path: &Path) -> std::io::Result<()> {
 }
 
 /// Write JSON to a temporary file and rename it into place.
-fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_vec(value).map_err(|source| StageError::Json {
         path: path.to_path_buf(),
         source,

@@ -22,6 +22,10 @@ fn write(p: &Path, text: &str, mode: u32) {
 
 /// A host tree with `files`, and a stage over it whose run starts now.
 fn setup(files: &[(&str, &str)]) -> T {
+    setup_in(crate::MODE_OVERLAY, files)
+}
+
+fn setup_in(mode: &str, files: &[(&str, &str)]) -> T {
     let target = tempfile::tempdir().unwrap();
     for (p, text) in files {
         write(&target.path().join(p), text, 0o644);
@@ -33,6 +37,7 @@ fn setup(files: &[(&str, &str)]) -> T {
         .create(
             "0123abcd",
             target.path(),
+            mode,
             vec!["test".into()],
             Policy::default(),
         )
@@ -276,4 +281,107 @@ fn scanner_findings_hold_a_file_back() {
     let (chosen, allowed) = choose(&t.stage, &set, &sel, &mut |_, _| false).unwrap();
     assert_eq!(chosen.len(), 2);
     assert_eq!(allowed, vec!["scanner".to_owned()]);
+}
+
+/// The copy fallback: the copy is the host tree (content, modes, mtimes,
+/// symlinks); what the run did to it is read against the manifest, and a
+/// host change to an entry the run left alone is no change of the run.
+#[test]
+fn copy_fallback_reads_the_copy_against_its_manifest() {
+    let mut t = setup_in(
+        crate::MODE_COPY,
+        &[
+            ("mod.txt", "old\n"),
+            ("del.txt", "bye\n"),
+            ("same.txt", "same\n"),
+            ("chmod.sh", "echo\n"),
+            ("d/inner.txt", "in\n"),
+            ("host-edits.txt", "h\n"),
+            ("host-deletes.txt", "h\n"),
+        ],
+    );
+    let root = t.target.path();
+    std::os::unix::fs::symlink("mod.txt", root.join("link")).unwrap();
+    std::fs::set_permissions(root.join("d"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    t.stage.meta.started_ns = crate::store::coarse_now_ns();
+    let copied = crate::make_copy(&t.stage, 1 << 20).unwrap();
+    assert_eq!(copied.entries, 9);
+    for rel in ["mod.txt", "d", "d/inner.txt", "link", "chmod.sh"] {
+        let (h, c) = (
+            std::fs::symlink_metadata(root.join(rel)).unwrap(),
+            std::fs::symlink_metadata(t.upper(rel)).unwrap(),
+        );
+        assert_eq!(
+            (h.mode(), h.mtime(), h.mtime_nsec()),
+            (c.mode(), c.mtime(), c.mtime_nsec()),
+            "{rel}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_link(t.upper("link")).unwrap(),
+        Path::new("mod.txt")
+    );
+
+    // The run.
+    write(&t.upper("mod.txt"), "new\n", 0o644);
+    std::fs::remove_file(t.upper("del.txt")).unwrap();
+    std::fs::write(t.upper("same.txt"), "same\n").unwrap(); // rewritten, same bytes
+    std::fs::set_permissions(t.upper("chmod.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(t.upper("d"), t.upper("d2")).unwrap();
+    write(&t.upper("new/deep.txt"), "n\n", 0o644);
+    // The host meanwhile.
+    std::fs::write(root.join("host-edits.txt"), "edited on the host\n").unwrap();
+    std::fs::remove_file(root.join("host-deletes.txt")).unwrap();
+
+    let set = capture(&t.stage).unwrap();
+    let m = t.find(&set, "mod.txt", Op::Modified);
+    assert_eq!(
+        m.base.as_ref().unwrap().hash.as_deref(),
+        Some(crate::fsutil::hash_bytes(b"old\n").as_str())
+    );
+    t.find(&set, "del.txt", Op::Deleted);
+    assert_eq!(t.find(&set, "chmod.sh", Op::Mode).mode, Some(0o755));
+    t.find(&set, "d", Op::Deleted);
+    t.find(&set, "d/inner.txt", Op::Deleted);
+    assert_eq!(t.find(&set, "d2", Op::Added).mode, Some(0o750));
+    t.find(&set, "d2/inner.txt", Op::Added);
+    t.find(&set, "new", Op::Added);
+    t.find(&set, "new/deep.txt", Op::Added);
+    assert_eq!(set.entries.len(), 9, "{:#?}", set.entries);
+    assert_eq!(set.mode, "copy");
+
+    // Promote it all: the host tree now matches the copy, the host's own
+    // edit stays.
+    let sel = Selection {
+        allow: vec!["new-executable".into()],
+        ..Selection::default()
+    };
+    let (chosen, _) = choose(&t.stage, &set, &sel, &mut |_, _| false).unwrap();
+    promote(&t.stage, chosen, Vec::new()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("mod.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!root.join("del.txt").exists() && !root.join("d").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("d2/inner.txt")).unwrap(),
+        "in\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("host-edits.txt")).unwrap(),
+        "edited on the host\n"
+    );
+    assert!(!root.join("host-deletes.txt").exists());
+}
+
+/// The copy fallback refuses a tree over the size cap, before the run.
+#[test]
+fn copy_fallback_refuses_a_tree_over_the_cap() {
+    let t = setup_in(
+        crate::MODE_COPY,
+        &[("a.txt", "0123456789"), ("b.txt", "0123456789")],
+    );
+    let err = crate::make_copy(&t.stage, 15).unwrap_err().to_string();
+    assert!(err.contains("max_size cap of 15 bytes"), "{err}");
 }
