@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod api_client;
 mod audit_bridge;
 mod audit_cmd;
 mod doctor_cmd;
@@ -10,10 +11,13 @@ mod learn;
 mod learn_cmd;
 mod profile_cmd;
 mod run_cmd;
+mod sandbox_cmd;
 mod scan_bridge;
 mod scan_cmd;
 mod scan_gate;
+mod serve_cmd;
 mod stage_cmd;
+mod token_cmd;
 
 use std::process::ExitCode;
 
@@ -31,7 +35,7 @@ pub const EXIT_CORDON: u8 = 125;
     long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
                   no network, bounded CPU, memory, processes, disk, time and output, and nothing \
                   left running afterwards.",
-    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json"
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json\n  cordon serve --listen 127.0.0.1:7700 & cordon token create --name ci --preset low\n  SB=$(cordon sandbox create --preset low) && cordon sandbox exec $SB -- python3 -c 'print(6*7)'"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -60,6 +64,13 @@ enum Command {
     Promote(stage_cmd::PromoteArgs),
     /// Drop a staged run's changes without applying them.
     Discard(stage_cmd::DiscardArgs),
+    /// Serve the HTTP API: long-lived sandboxes, exec, files (docs/api.md).
+    Serve(Box<serve_cmd::ServeArgs>),
+    /// Create, list and revoke the bearer tokens of `serve --listen`.
+    #[command(subcommand)]
+    Token(token_cmd::TokenCommand),
+    /// Use the sandboxes of a running `cordon serve` (its API over the unix socket).
+    Sandbox(sandbox_cmd::SandboxArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +85,9 @@ fn main() -> ExitCode {
         Command::Promote(args) => stage_cmd::promote(args),
         Command::Discard(args) => stage_cmd::discard(args),
         Command::Scan(args) => scan_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(*args),
+        Command::Token(cmd) => token_cmd::run(cmd),
+        Command::Sandbox(args) => sandbox_cmd::run(args),
         Command::Audit(args) => {
             audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))
         }

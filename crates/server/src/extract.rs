@@ -75,7 +75,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         if let Some(ct) = req.headers().get(CONTENT_TYPE) {
             let ct = ct.to_str().unwrap_or("");
             let essence = ct.split(';').next().unwrap_or("").trim();
-            if !essence.eq_ignore_ascii_case("application/json") {
+            // `curl -d` labels every body form-urlencoded; such a body is
+            // still decoded as JSON (and refused if it is not).
+            let json = essence.eq_ignore_ascii_case("application/json")
+                || essence.to_ascii_lowercase().ends_with("+json")
+                || essence.eq_ignore_ascii_case("application/x-www-form-urlencoded");
+            if !json {
                 return Err(ApiError::new(
                     axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     "unsupported_media_type",

@@ -1,0 +1,324 @@
+//! `cordon sandbox`: create, list, show, exec in, copy to and from, and
+//! remove the sandboxes of a running `cordon serve`, through its API over
+//! the unix socket.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use http_body_util::BodyExt;
+use hyper::Method;
+use serde_json::{json, Value};
+
+use crate::api_client::{check, socket_path, Client};
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// The server's socket [default: $CORDON_SOCKET, else the server's default].
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Print JSON (the API's answers) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: SandboxCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SandboxCommand {
+    /// Make a sandbox; prints its id.
+    #[command(after_help = "Examples:\n  SB=$(cordon sandbox create --preset low)\n  cordon sandbox create --preset medium --allow-net pypi.org --allow-net files.pythonhosted.org --memory 1G --ttl 1h")]
+    Create(CreateArgs),
+    /// List the sandboxes.
+    #[command(after_help = "Examples:\n  cordon sandbox list\n  cordon sandbox list --json")]
+    List,
+    /// Show one sandbox (state, limits, usage).
+    #[command(after_help = "Examples:\n  cordon sandbox show $SB --json")]
+    Show { id: String },
+    /// Run a command in a sandbox; prints its output and exits with its code.
+    #[command(after_help = "Examples:\n  cordon sandbox exec $SB -- pip install requests\n  cordon sandbox exec $SB --timeout 30s --cwd /tmp -- python3 -c 'print(6*7)'\n  echo hi | cordon sandbox exec $SB --stdin -- cat")]
+    Exec(ExecArgs),
+    /// Copy a file into or out of a sandbox (SB:/path names the sandbox side).
+    #[command(after_help = "Examples:\n  cordon sandbox cp ./data.csv $SB:/tmp/data.csv\n  cordon sandbox cp $SB:/tmp/out.json ./out.json")]
+    Cp { from: String, to: String },
+    /// Tear sandboxes down.
+    #[command(after_help = "Examples:\n  cordon sandbox rm $SB")]
+    Rm {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct CreateArgs {
+    /// untrusted (default), low, medium, high.
+    #[arg(long)]
+    preset: Option<String>,
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// A host the sandbox may reach through its proxy (repeat).
+    #[arg(long = "allow-net", value_name = "HOST")]
+    allow_net: Vec<String>,
+    /// A host path bound writable (absolute; repeat).
+    #[arg(long, value_name = "PATH")]
+    rw: Vec<String>,
+    /// A host path bound read-only (absolute; repeat).
+    #[arg(long, value_name = "PATH")]
+    ro: Vec<String>,
+    /// KEY=VALUE in every exec's environment (repeat).
+    #[arg(long, value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    #[arg(long, value_name = "DURATION")]
+    idle_timeout: Option<String>,
+    #[arg(long, value_name = "DURATION")]
+    ttl: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ExecArgs {
+    id: String,
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// KEY=VALUE (repeat).
+    #[arg(long, value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Send this command's standard input to the command.
+    #[arg(long)]
+    stdin: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    argv: Vec<String>,
+}
+
+fn env_map(pairs: &[String]) -> anyhow::Result<Value> {
+    let mut map = serde_json::Map::new();
+    for p in pairs {
+        let (k, v) = p
+            .split_once('=')
+            .with_context(|| format!("--env {p}: expected KEY=VALUE"))?;
+        map.insert(k.to_owned(), Value::String(v.to_owned()));
+    }
+    Ok(Value::Object(map))
+}
+
+fn url_id(id: &str) -> anyhow::Result<&str> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        bail!("'{id}' is not a sandbox id (`cordon sandbox list` shows them)");
+    }
+    Ok(id)
+}
+
+pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(dispatch(args))
+}
+
+async fn dispatch(args: SandboxArgs) -> anyhow::Result<u8> {
+    let socket = socket_path(args.socket.as_deref());
+    let mut client = Client::connect(&socket).await?;
+    let json_out = args.json;
+    match args.command {
+        SandboxCommand::Create(c) => {
+            let mut body = json!({
+                "allow_net": c.allow_net, "rw": c.rw, "ro": c.ro, "env": env_map(&c.env)?,
+            });
+            for (k, v) in [("preset", c.preset), ("memory", c.memory), ("idle_timeout", c.idle_timeout), ("ttl", c.ttl)] {
+                if let Some(v) = v {
+                    body[k] = Value::String(v);
+                }
+            }
+            if let Some(p) = c.pids {
+                body["pids"] = json!(p);
+            }
+            let sb = client.json(Method::POST, "/v1/sandboxes", Some(&body)).await?;
+            print_or(json_out, &sb, || sb["id"].as_str().unwrap_or("").to_owned());
+        }
+        SandboxCommand::List => {
+            let list = client.json(Method::GET, "/v1/sandboxes", None).await?;
+            print_or(json_out, &list, || {
+                let rows: Vec<String> = list["sandboxes"]
+                    .as_array()
+                    .map(|a| a.iter().map(summary).collect())
+                    .unwrap_or_default();
+                if rows.is_empty() { "no sandboxes".into() } else { rows.join("\n") }
+            });
+        }
+        SandboxCommand::Show { id } => {
+            let sb = client.json(Method::GET, &format!("/v1/sandboxes/{}", url_id(&id)?), None).await?;
+            print_or(json_out, &sb, || serde_json::to_string_pretty(&sb).unwrap_or_default());
+        }
+        SandboxCommand::Rm { ids } => {
+            for id in ids {
+                client.json(Method::DELETE, &format!("/v1/sandboxes/{}", url_id(&id)?), None).await?;
+                if !json_out {
+                    eprintln!("removed {id}");
+                }
+            }
+        }
+        SandboxCommand::Exec(e) => return exec(&mut client, e, json_out).await,
+        SandboxCommand::Cp { from, to } => copy(&mut client, &from, &to).await?,
+    }
+    Ok(0)
+}
+
+fn print_or(json_out: bool, v: &Value, text: impl FnOnce() -> String) {
+    if json_out {
+        println!("{v}");
+    } else {
+        println!("{}", text());
+    }
+}
+
+fn summary(sb: &Value) -> String {
+    format!(
+        "{}\t{}\t{}\towner={}\texecs={}",
+        sb["id"].as_str().unwrap_or(""),
+        sb["state"].as_str().unwrap_or(""),
+        sb["preset"].as_str().unwrap_or(""),
+        sb["owner"].as_str().unwrap_or(""),
+        sb["usage"]["execs_total"]
+    )
+}
+
+/// Stream the exec's events: output as it comes, the exit code at the end.
+async fn exec(client: &mut Client, e: ExecArgs, json_out: bool) -> anyhow::Result<u8> {
+    let mut body = json!({"argv": e.argv, "env": env_map(&e.env)?});
+    if let Some(c) = e.cwd {
+        body["cwd"] = Value::String(c);
+    }
+    if let Some(t) = e.timeout {
+        body["timeout"] = Value::String(t);
+    }
+    if e.stdin {
+        let mut input = String::new();
+        std::io::stdin()
+            .read_to_string(&mut input)
+            .context("reading stdin (--stdin sends text)")?;
+        body["stdin"] = Value::String(input);
+    }
+    let path = format!("/v1/sandboxes/{}/exec", url_id(&e.id)?);
+    let resp = client
+        .send(Method::POST, &path, Some("application/json"), Some("application/x-ndjson"), serde_json::to_vec(&body)?)
+        .await?;
+    let status = resp.status();
+    if !status.is_success() {
+        let data = resp.into_body().collect().await?.to_bytes();
+        check(status, &data)?;
+        bail!("the server answered {status}");
+    }
+    let mut body = resp.into_body();
+    let mut pending = Vec::new();
+    let mut code = 0u8;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.context("the stream broke off")?;
+        let Ok(data) = frame.into_data() else { continue };
+        pending.extend_from_slice(&data);
+        while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=nl).collect();
+            let event: Value = serde_json::from_slice(&line).context("a line of the stream is not JSON")?;
+            if json_out {
+                println!("{event}");
+            }
+            if let Some(c) = handle_event(&event, json_out)? {
+                code = c;
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// Print one event; the exit code when it is the last.
+fn handle_event(event: &Value, json_out: bool) -> anyhow::Result<Option<u8>> {
+    let data = || -> Vec<u8> {
+        let text = event["data"].as_str().unwrap_or("");
+        if event["encoding"] == "base64" {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.decode(text).unwrap_or_default()
+        } else {
+            text.as_bytes().to_vec()
+        }
+    };
+    match event["event"].as_str() {
+        Some("stdout") if !json_out => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&data())?;
+            out.flush()?;
+        }
+        Some("stderr") if !json_out => {
+            std::io::stderr().write_all(&data())?;
+        }
+        Some("exited") => {
+            let code = event["exit_code"].as_i64().unwrap_or(1);
+            if !json_out {
+                if let Some(msg) = event["message"].as_str() {
+                    eprintln!("cordon: {msg}");
+                }
+                if event["timed_out"] == true {
+                    eprintln!("cordon: the command timed out");
+                }
+            }
+            return Ok(Some(u8::try_from(code.clamp(0, 255)).unwrap_or(1)));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// `SB:/path` -> (SB, /path)
+fn remote(spec: &str) -> Option<(&str, &str)> {
+    let (id, path) = spec.split_once(':')?;
+    (!id.is_empty() && !id.contains('/') && path.starts_with('/')).then_some((id, path))
+}
+
+fn files_path(id: &str, path: &str) -> anyhow::Result<String> {
+    let mut out = format!("/v1/sandboxes/{}/files", url_id(id)?);
+    for seg in path.split('/').filter(|s| !s.is_empty()) {
+        out.push('/');
+        for b in seg.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn copy(client: &mut Client, from: &str, to: &str) -> anyhow::Result<()> {
+    match (remote(from), remote(to)) {
+        (None, Some((id, path))) => {
+            let data = std::fs::read(from).with_context(|| format!("cannot read {from}"))?;
+            let resp = client
+                .send(Method::PUT, &files_path(id, path)?, Some("application/octet-stream"), None, data)
+                .await?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await?.to_bytes();
+            check(status, &body)
+        }
+        (Some((id, path)), None) => {
+            let resp = client.send(Method::GET, &files_path(id, path)?, None, None, Vec::new()).await?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await?.to_bytes();
+            check(status, &body)?;
+            write_atomically(Path::new(to), &body)
+        }
+        _ => bail!("name exactly one side as SB:/absolute/path, e.g. `cordon sandbox cp ./a.csv SB:/tmp/a.csv`"),
+    }
+}
+
+fn write_atomically(to: &Path, data: &[u8]) -> anyhow::Result<()> {
+    let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
+    tmp.write_all(data)?;
+    tmp.persist(to).with_context(|| format!("cannot write {}", to.display()))?;
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! `cordon serve`: the HTTP control plane. The sandbox spawner is forked
+//! first, while this process has one thread (the kernel refuses user
+//! namespaces to a multi-threaded process); then the tokio runtime is
+//! built and the server runs until SIGTERM or SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help")]
+pub struct ServeArgs {
+    /// Also listen on this TCP address (every request needs a token).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The unix socket [default: $XDG_RUNTIME_DIR/cordon/cordon.sock, /run/cordon/cordon.sock for root].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Sandboxes to keep built ahead of time (the warm pool is not in this build: sandboxes are built on demand).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    warm: usize,
+    /// Most sandboxes alive at once (a create beyond it: 429).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    max_sandboxes: usize,
+    /// The audit store [default: ~/.local/state/cordon/audit.db].
+    #[arg(long, value_name = "PATH")]
+    audit: Option<PathBuf>,
+    /// Record nothing.
+    #[arg(long, conflicts_with = "audit")]
+    no_audit: bool,
+    /// Print the OpenAPI document of the API and exit.
+    #[arg(long)]
+    print_openapi: bool,
+    /// Deadline for a request's headers.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    header_timeout: Duration,
+    /// Close a connection idle this long.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Most connections open at once (the next: 429).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_connections: usize,
+    /// Most requests handled at once (the next: 429).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    max_requests: usize,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    cordon_policy::parse_duration(s)
+        .map(|d| d.as_duration())
+        .map_err(|e| e.to_string())
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
+    if args.print_openapi {
+        print!("{}", cordon_server::openapi::document());
+        return Ok(0);
+    }
+    if args.warm > 0 {
+        eprintln!("cordon serve: --warm {}: the warm pool is not in this build; sandboxes are built on demand", args.warm);
+    }
+    let audit_path = if args.no_audit {
+        None
+    } else {
+        match args.audit.clone() {
+            Some(p) => Some(p),
+            None => Some(cordon_audit::default_path().context(
+                "cannot find a place for the audit store; name one with --audit PATH, or turn auditing off with --no-audit",
+            )?),
+        }
+    };
+    let opts = cordon_server::ServeOptions {
+        socket: args
+            .socket
+            .clone()
+            .unwrap_or_else(cordon_server::paths::default_socket),
+        listen: args.listen,
+        limits: cordon_server::Limits {
+            header_read_timeout: args.header_timeout,
+            idle_timeout: args.idle_timeout,
+            max_connections: args.max_connections.max(1),
+            max_requests: args.max_requests.max(1),
+            ..cordon_server::Limits::default()
+        },
+        tokens_file: cordon_server::paths::tokens_file(),
+        audit_path,
+        engine: cordon_session::EngineConfig {
+            max_sessions: args.max_sandboxes,
+            ..Default::default()
+        },
+        argv: std::env::args().collect(),
+    };
+    // Before any thread exists.
+    let spawner = cordon_session::Spawner::fork()
+        .context("cannot start the sandbox spawner (`cordon doctor` shows what this host can enforce)")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(cordon_server::serve(spawner, opts))?;
+    Ok(0)
+}
