@@ -437,16 +437,8 @@ impl Interpreter {
 
 /// 128 random bits, hex: the frame boundary of one interpreter.
 fn random_boundary() -> Result<String> {
-    let mut bytes = [0u8; 16];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        filled +=
-            rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
-                .map_err(|e| {
-                    SessionError::io("cannot read random bytes for a context", e.into())
-                })?;
-    }
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::random::random_hex(16)
+        .map_err(|e| SessionError::io("cannot read random bytes for a context", e))
 }
 
 #[cfg(test)]

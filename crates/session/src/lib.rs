@@ -26,7 +26,9 @@ pub use error::{Result, SessionError};
 mod context;
 mod control;
 mod engine;
+pub mod files;
 mod process;
+mod random;
 mod spawner;
 
 pub use context::{CellError, CellResult, CodeContext, Language, DEFAULT_CELL_TIMEOUT};

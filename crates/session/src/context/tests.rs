@@ -1,6 +1,6 @@
 //! The driver and the splitter together, with the host's python3 standing
 //! in for the sandbox's (the same bytes travel; the session plumbing is
-//! tested through the server in crates/cli/tests/serve_contexts.rs).
+//! tested through the server by the `cordon serve` tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
