@@ -13,9 +13,11 @@
 //! Writes are atomic: a new file in the same directory (through the
 //! directory's descriptor), renamed over the name when complete. The name
 //! itself is replaced, so a symlink there is replaced too, never followed.
-//! Synchronous (plain system calls): callers in async code run these on a
-//! blocking thread.
+//! Synchronous (plain system calls); async callers run them through
+//! [`as_sandbox_user`], which also gives them the sandbox's credentials
+//! (a server running as root works as the sandbox's user).
 
+mod identity;
 mod path;
 mod resolve;
 mod tree;
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+pub use identity::as_sandbox_user;
 pub use path::SandboxPath;
 pub use resolve::{Node, SandboxRoot};
 pub use tree::{write_tar, Listing};

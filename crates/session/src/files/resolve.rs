@@ -142,9 +142,7 @@ impl SandboxRoot {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(errno(e, &at, "make the directory")),
                     }
-                    let made = self.lookup(&at, flags)?;
-                    adopt_owner(made.as_fd(), parent.as_fd());
-                    made
+                    self.lookup(&at, flags)?
                 }
                 Err(e) => return Err(e),
             };
@@ -165,24 +163,6 @@ pub(crate) fn check_filesystem(fd: BorrowedFd<'_>, path: &SandboxPath) -> Result
         )
         .with_fix("read or change it with an exec inside the sandbox")),
         None => Ok(()),
-    }
-}
-
-/// Give a file or directory made by a server running as root the owner
-/// of the directory it was made in (else the sandbox, whose users are
-/// mapped, would see it owned by an unmapped user). Best effort: a
-/// failure leaves root's ownership, which only costs the workload write
-/// access to that one file.
-pub(crate) fn adopt_owner(made: BorrowedFd<'_>, dir: BorrowedFd<'_>) {
-    if !rustix::process::geteuid().is_root() {
-        return;
-    }
-    if let Ok(st) = rustix::fs::fstat(dir) {
-        let _ = rustix::fs::fchown(
-            made,
-            Some(rustix::fs::Uid::from_raw(st.st_uid)),
-            Some(rustix::fs::Gid::from_raw(st.st_gid)),
-        );
     }
 }
 

@@ -2,13 +2,13 @@
 //! complete; removed, and its bytes given back to the quota, when not.
 
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::resolve::{adopt_owner, errno};
+use super::resolve::errno;
 use super::{FilesError, FilesErrorKind, Quota, SandboxPath, SandboxRoot};
 
 /// Mode of a new file (an existing file keeps its own, without setuid,
@@ -86,17 +86,6 @@ impl PendingWrite {
         };
         rustix::fs::fchmod(&pending.file, Mode::from_raw_mode(mode))
             .map_err(|e| errno(e, path, "set the mode of"))?;
-        match existing {
-            Some(st) if rustix::process::geteuid().is_root() => {
-                let _ = rustix::fs::fchown(
-                    &pending.file,
-                    Some(rustix::fs::Uid::from_raw(st.st_uid)),
-                    Some(rustix::fs::Gid::from_raw(st.st_gid)),
-                );
-            }
-            Some(_) => {}
-            None => adopt_owner(pending.file.as_fd(), pending.dir.as_fd()),
-        }
         Ok(pending)
     }
 
