@@ -28,7 +28,8 @@ impl Control {
         #[allow(deprecated)]
         let socket = AsyncFd::new(socket);
         let control = Arc::new(Control {
-            socket: socket.map_err(|e| SessionError::io("watch the control socket", e))?,
+            socket: socket
+                .map_err(|e| SessionError::io("watch the control socket", e))?,
             waiting: Mutex::new(HashMap::new()),
             max_execs,
         });
@@ -116,11 +117,7 @@ impl Control {
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidInput => {
                     return Err(SessionError::Invalid(e.to_string()))
                 }
-                Ok(Err(e)) => {
-                    return Err(SessionError::Ended(format!(
-                        "the sandbox's init is gone: {e}"
-                    )))
-                }
+                Ok(Err(e)) => return Err(SessionError::Ended(format!("the sandbox's init is gone: {e}"))),
             }
         }
     }
