@@ -321,6 +321,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                 .unwrap_or_default(),
         }),
         audit: None,
+        start_committed: false,
+        stage_watch: staging.as_ref().map(stage_cmd::Staging::watch),
         run_id: run_id.clone(),
     };
     warn_of_layers_turned_off();
@@ -336,6 +338,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             // A run that was recorded as started is recorded as failed too.
             if let Some(session) = hooks.audit.take() {
                 session.failed(&e.to_string())?;
+            }
+            if let Some(why) = hooks.stage_watch.and_then(|w| w.tripped) {
+                anyhow::bail!("the run was stopped and its staged changes discarded: {why}");
             }
             anyhow::bail!("cannot build the sandbox: {e}");
         }
@@ -514,6 +519,10 @@ struct RunHooks {
     proxy: Option<cordon_egress::ProxyHandle>,
     audit_plan: Option<AuditPlan>,
     audit: Option<audit_bridge::AuditSession>,
+    /// The start was committed on its own (a long run).
+    start_committed: bool,
+    /// The staged run's size, checked while it goes (`--stage`).
+    stage_watch: Option<stage_cmd::Watch>,
     run_id: String,
 }
 
@@ -538,17 +547,28 @@ impl cordon_jail::Hooks for RunHooks {
     }
 
     fn tick_after(&self) -> Option<std::time::Duration> {
-        self.audit
-            .as_ref()
-            .map(|_| audit_bridge::START_COMMIT_DELAY)
+        match (&self.audit, &self.stage_watch) {
+            (Some(_), _) => Some(audit_bridge::START_COMMIT_DELAY),
+            (None, Some(w)) => Some(w.every),
+            (None, None) => None,
+        }
     }
 
     /// A run still going after the delay: its start goes to the store now.
+    /// A staged run over its size cap is stopped.
     fn tick(&mut self) -> Result<(), String> {
-        match &mut self.audit {
-            Some(session) => session.commit_start(),
+        if let (Some(session), false) = (&mut self.audit, self.start_committed) {
+            session.commit_start()?;
+            self.start_committed = true;
+        }
+        match &mut self.stage_watch {
+            Some(w) => w.check(),
             None => Ok(()),
         }
+    }
+
+    fn tick_again(&self) -> Option<std::time::Duration> {
+        self.stage_watch.as_ref().map(|w| w.every)
     }
 
     fn proxy_listener(&mut self, listener: std::net::TcpListener) -> Result<(), String> {

@@ -159,6 +159,10 @@ pub fn prepare(
             );
         }
     }
+    // No single file may pass the cap (a run that writes one fast would
+    // otherwise overshoot it most between two checks of the watch).
+    let cap = profile.stage.max_size.0;
+    spec.limits.file_size = Some(spec.limits.file_size.map_or(cap, |l| l.min(cap)));
     spec.staged.push(cordon_jail::StagedBind {
         lower: canonical,
         upper: stage.upper(),
@@ -188,7 +192,53 @@ fn policy_of(s: &cordon_policy::Stage) -> anyhow::Result<Policy> {
     ))
 }
 
+/// The shortest time between two checks of a staged run's size.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The size cap of a staged run, enforced while it goes: the supervisor
+/// measures the stage every [`Watch::every`] and stops the run once it
+/// holds more than the cap. Between two checks a run can write past the
+/// cap by what it writes in that time (each file is bounded by the cap
+/// through RLIMIT_FSIZE); the stage is then discarded whole.
+#[derive(Debug)]
+pub struct Watch {
+    upper: PathBuf,
+    cap: u64,
+    /// Until the next check: [`WATCH_EVERY`], or ten times what the last
+    /// measurement took, so a large stage costs at most a tenth of a core.
+    pub every: std::time::Duration,
+    /// Why the run was stopped, when it was.
+    pub tripped: Option<String>,
+}
+
+impl Watch {
+    pub fn check(&mut self) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        let size = cordon_stage::bytes_under(&self.upper);
+        self.every = WATCH_EVERY.max(started.elapsed() * 10);
+        if size <= self.cap {
+            return Ok(());
+        }
+        let why = format!(
+            "the staged changes passed the [stage] max_size cap of {} bytes during the run ({size} bytes)",
+            self.cap
+        );
+        self.tripped = Some(why.clone());
+        Err(why)
+    }
+}
+
 impl Staging {
+    /// The watch that enforces the size cap while the run goes.
+    pub fn watch(&self) -> Watch {
+        Watch {
+            upper: self.stage.upper(),
+            cap: self.size_cap,
+            every: WATCH_EVERY,
+            tripped: None,
+        }
+    }
+
     /// The sandbox could not be built: nothing was staged.
     pub fn abandon(self) {
         let _ = self.stage.remove();

@@ -725,21 +725,28 @@ fn profile_stage_rules_auto_promote_and_refuse(f: Fixture) {
 fn staged_changes_are_bounded_by_size_and_age(f: Fixture) {
     f.file("a.txt", "a\n", 0o644);
     let before = snapshot(&f.repo);
+    // Four files under the cap each, over it together: discarded when the
+    // run ends, or stopped by the watch if a check came in between.
     let (o, id) = f.staged_with_profile(
         "[stage]\nmax_size = \"64KiB\"\n",
-        "head -c 200000 /dev/zero > big.bin",
+        "for i in 1 2 3 4; do head -c 30000 /dev/zero > big$i.bin; done",
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(
-        o.report["stage"]["discarded"]
-            .as_str()
-            .unwrap_or("")
-            .contains("over the cap"),
-        "{}",
-        o.report
-    );
-    assert!(o.stderr.contains("discarded"), "{}", o.stderr);
-    assert_eq!(f.cordon(&["changes", &id]).status.code(), Some(125));
+    if o.code == 125 {
+        assert!(o.stderr.contains("stopped"), "{}", o.stderr);
+    } else {
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(
+            o.report["stage"]["discarded"]
+                .as_str()
+                .unwrap_or("")
+                .contains("over the cap"),
+            "{}",
+            o.report
+        );
+        assert!(o.stderr.contains("discarded"), "{}", o.stderr);
+        assert_eq!(f.cordon(&["changes", &id]).status.code(), Some(125));
+    }
+    assert_eq!(f.stages_left(), 0);
     assert_eq!(snapshot(&f.repo), before);
 
     let (o, old) = f.staged("echo x > b.txt");
@@ -932,3 +939,52 @@ fn doctor_says_which_staging_is_in_force() {
         }
     }
 }
+
+/// Layer: the stage watch (cli/stage_cmd.rs `Watch`, on the supervisor's
+/// tick). A run that keeps writing past `[stage] max_size` is stopped
+/// while it goes, not when it ends: it never reaches its last line, the
+/// stage is discarded and the host tree is untouched. One file larger than
+/// the cap is cut at the cap (RLIMIT_FSIZE). Without the watch the run
+/// would finish (after its sleep) and only then be discarded.
+fn stage_size_cap_stops_a_run_while_it_goes(f: Fixture) {
+    f.file("a.txt", "a\n", 0o644);
+    let before = snapshot(&f.repo);
+    let started = std::time::Instant::now();
+    let (o, _) = f.staged_with_profile(
+        "[stage]\nmax_size = \"256KiB\"\n",
+        "i=0; while [ $i -lt 200 ]; do head -c 4096 /dev/zero > f$i.bin; i=$((i+1)); done; \
+         sleep 5; echo survived",
+    );
+    assert_eq!(o.code, 125, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("stopped") && o.stderr.contains("max_size cap of 262144 bytes"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stdout.contains("survived"), "{}", o.stdout);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the run was stopped before its sleep ended"
+    );
+    assert_eq!(f.stages_left(), 0);
+    assert_eq!(snapshot(&f.repo), before);
+
+    let (o, _) = f.staged_with_profile(
+        "[stage]\nmax_size = \"64KiB\"\n",
+        "head -c 200000 /dev/zero > big.bin; echo $?; wc -c < big.bin",
+    );
+    assert_eq!(
+        o.stdout.lines().nth(1),
+        Some("65536"),
+        "{} {}",
+        o.stdout,
+        o.stderr
+    );
+    assert_eq!(snapshot(&f.repo), before);
+}
+
+both_modes!(
+    stage_size_cap_stops_a_run_while_it_goes,
+    stage_size_cap_stops_a_run_while_it_goes_overlay,
+    copy_fallback_size_cap_stops_a_run_while_it_goes
+);

@@ -444,7 +444,8 @@ impl Cgroup {
     /// sandbox gets its request's limits when it is claimed); `None`
     /// leaves a limit unlimited.
     pub fn set_limits(&self, memory: Option<u64>, pids: Option<u64>) -> io::Result<()> {
-        let text = |v: Option<u64>, unlimited: &str| v.map_or(unlimited.to_owned(), |v| v.to_string());
+        let text =
+            |v: Option<u64>, unlimited: &str| v.map_or(unlimited.to_owned(), |v| v.to_string());
         if let Some((version, dir)) = &self.memory {
             match version {
                 Version::V2 => write_file(&dir.join("memory.max"), &text(memory, "max"))?,
@@ -619,7 +620,11 @@ pub fn remove_owned_by(owner: u32) {
         };
         let dirs: Vec<PathBuf> = entries
             .flatten()
-            .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
             .map(|e| e.path())
             .collect();
         remove_dirs(&dirs);

@@ -518,8 +518,12 @@ pub(crate) fn attach_late(binds: &[PlannedBind], trees: Vec<OwnedFd>) -> Result<
         Mode::empty(),
     )
     .map_err(|e| fs_err(format!("cannot open the sandbox's root: {e}"), None))?;
-    sys::mount_clear_rdonly(root.as_fd())
-        .map_err(|e| fs_err(format!("cannot make the sandbox's root writable: {e}"), None))?;
+    sys::mount_clear_rdonly(root.as_fd()).map_err(|e| {
+        fs_err(
+            format!("cannot make the sandbox's root writable: {e}"),
+            None,
+        )
+    })?;
     let attached = binds
         .iter()
         .zip(trees)

@@ -144,10 +144,17 @@ pub trait Hooks {
         None
     }
 
-    /// Called once, [`Hooks::tick_after`] into the run, on the
-    /// supervisor's thread. An error ends the run like one from `started`.
+    /// Called [`Hooks::tick_after`] into the run, on the supervisor's
+    /// thread, and again as long as [`Hooks::tick_again`] asks. An error
+    /// ends the run like one from `started`.
     fn tick(&mut self) -> std::result::Result<(), String> {
         Ok(())
+    }
+
+    /// After a tick: how long until the next one, if another is wanted
+    /// while the sandbox runs.
+    fn tick_again(&self) -> Option<Duration> {
+        None
     }
 }
 

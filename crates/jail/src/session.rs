@@ -69,9 +69,17 @@ pub enum InitOrder {
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum InitReply {
     /// `pid` is the leader's, in the sandbox's PID namespace.
-    Started { id: u64, pid: i32 },
-    Refused { id: u64, message: String },
-    Configured { id: u64 },
+    Started {
+        id: u64,
+        pid: i32,
+    },
+    Refused {
+        id: u64,
+        message: String,
+    },
+    Configured {
+        id: u64,
+    },
 }
 
 /// Send one message (JSON) with `fds` attached on a SEQPACKET socket.
@@ -93,14 +101,22 @@ pub fn send_message(
         ));
     }
     if fds.len() > MAX_MESSAGE_FDS {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors",
+        ));
     }
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_MESSAGE_FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other("control buffer too small"));
     }
-    let sent = sendmsg(socket, &[IoSlice::new(&bytes)], &mut control, SendFlags::NOSIGNAL)?;
+    let sent = sendmsg(
+        socket,
+        &[IoSlice::new(&bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
     if sent != bytes.len() {
         return Err(io::Error::other("message cut short"));
     }
@@ -132,7 +148,10 @@ pub fn recv_message<T: DeserializeOwned>(
         return Ok(None);
     }
     if msg.flags.contains(rustix::net::ReturnFlags::TRUNC) || msg.bytes > MAX_MESSAGE_BYTES {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "message too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message too large",
+        ));
     }
     let message = serde_json::from_slice(&buf[..msg.bytes])
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -265,11 +284,8 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
     };
     let mut plan = Plan::new(spec)?;
     plan.allow_pid_namespaces(max_execs.saturating_add(1));
-    let identity = crate::identity::Identity::prepare(
-        level,
-        &plan.user_bind_paths(),
-        !spec.staged.is_empty(),
-    );
+    let identity =
+        crate::identity::Identity::prepare(level, &plan.user_bind_paths(), !spec.staged.is_empty());
     plan.use_idmapped(identity.raw_fds());
     record_identity(&mut enforcement, &identity);
     let pipe_owner = (identity.report.source != "caller")
@@ -341,7 +357,10 @@ fn wait_until_built(report: &OwnedFd) -> Result<()> {
     let mut buf = [0u8; 4096];
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut fds = [rustix::event::PollFd::new(report, rustix::event::PollFlags::IN)];
+        let mut fds = [rustix::event::PollFd::new(
+            report,
+            rustix::event::PollFlags::IN,
+        )];
         let timeout = rustix::event::Timespec::try_from(left).ok();
         match rustix::event::poll(&mut fds, timeout.as_ref()) {
             Ok(0) => {
@@ -513,7 +532,9 @@ impl LiveSandbox {
         if let Some(group) = self.groups.group.as_ref() {
             group
                 .set_limits(spec.limits.memory, spec.limits.pids)
-                .map_err(|e| JailError::setup(Layer::Cgroup, format!("cannot set the limits: {e}"), None))?;
+                .map_err(|e| {
+                    JailError::setup(Layer::Cgroup, format!("cannot set the limits: {e}"), None)
+                })?;
         }
         if !binds.is_empty() {
             self.attach_binds(&binds)?;
@@ -589,7 +610,8 @@ fn attach_in_sandbox(
         move |e: std::io::Error| JailError::io(what, e)
     };
     let trees = if idmapped.is_empty() {
-        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
+        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER)
+            .map_err(io("join the sandbox's user namespace"))?;
         crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
         // One more than the init's own.
         set_own_mnt_namespaces(2)?;
@@ -598,7 +620,8 @@ fn attach_in_sandbox(
         made?;
         crate::rootfs::clone_all(binds)?
     } else {
-        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
+        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER)
+            .map_err(io("join the sandbox's user namespace"))?;
         crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
         idmapped
     };
@@ -611,7 +634,9 @@ fn set_own_mnt_namespaces(n: u64) -> Result<()> {
     std::fs::write("/proc/sys/user/max_mnt_namespaces", n.to_string()).map_err(|e| {
         JailError::setup(
             Layer::UserNamespace,
-            format!("cannot set user.max_mnt_namespaces = {n} in the sandbox's user namespace: {e}"),
+            format!(
+                "cannot set user.max_mnt_namespaces = {n} in the sandbox's user namespace: {e}"
+            ),
             None,
         )
     })

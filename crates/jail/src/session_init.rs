@@ -62,7 +62,8 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => sys::exit_now(125),
         }
-        let (order_ready, child_ready) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+        let (order_ready, child_ready) =
+            (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
         if child_ready {
             while sys::read_signalfd(sigfd.as_raw_fd()).is_some() {}
             reap_leaders(&mut leaders);
@@ -120,12 +121,7 @@ fn handle(
     leaders: &mut HashMap<u64, libc::pid_t>,
 ) {
     match order {
-        InitOrder::Exec {
-            id,
-            argv,
-            env,
-            cwd,
-        } => {
+        InitOrder::Exec { id, argv, env, cwd } => {
             let reply = match start_exec(ctx, id, argv, env, cwd, fds) {
                 Ok(pid) => {
                     leaders.insert(id, pid);

@@ -166,7 +166,8 @@ impl Supervision {
     }
 
     /// Supervise until the sandbox is gone and its output drained.
-    /// `tick` is called once at its instant if the sandbox still runs.
+    /// `tick` is called at its instant if the sandbox still runs, and
+    /// again as its `tick_again` asks.
     pub(crate) fn pump(
         &mut self,
         w: &mut Watched<'_>,
@@ -196,7 +197,10 @@ impl Supervision {
             self.enforce_deadline(w, exited);
             if tick.as_ref().is_some_and(|(at, _)| Instant::now() >= *at) {
                 if let Some((_, hooks)) = tick.take() {
-                    self.run_tick(w, hooks, exited);
+                    self.run_tick(w, &mut *hooks, exited);
+                    if !exited && self.hook_error.is_none() {
+                        tick = hooks.tick_again().map(|d| (Instant::now() + d, hooks));
+                    }
                 }
             }
             for (pfd, source) in fds.iter().zip(&sources) {

@@ -97,7 +97,12 @@ impl AuditLog {
 
     /// A sandbox is gone (deleted, timed out, died, shut down).
     pub fn sandbox_ended(&self, actor: &str, id: &str, cause: &str, clean: bool) {
-        self.action_by(actor, "end", Some(id), json!({"cause": cause, "clean": clean}));
+        self.action_by(
+            actor,
+            "end",
+            Some(id),
+            json!({"cause": cause, "clean": clean}),
+        );
         let run = self.inner.runs.lock().ok().and_then(|mut r| r.remove(id));
         if let Some(run) = run {
             let reason = if cause == "died" {

@@ -102,13 +102,13 @@ fn from_bearer(state: &AppState, req: &Request) -> Result<Caller, ApiError> {
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| ApiError::unauthorized("the Authorization header is not `Bearer TOKEN`").with_fix(fix))?;
+        .ok_or_else(|| {
+            ApiError::unauthorized("the Authorization header is not `Bearer TOKEN`").with_fix(fix)
+        })?;
     let record = state
         .tokens()
         .authenticate(secret)
         .map_err(|e| ApiError::internal(format!("cannot check the token: {e}")))?
-        .ok_or_else(|| {
-            ApiError::unauthorized("unknown or revoked token").with_fix(fix)
-        })?;
+        .ok_or_else(|| ApiError::unauthorized("unknown or revoked token").with_fix(fix))?;
     Ok(Caller::token(record.name, record.ceiling))
 }

@@ -112,7 +112,13 @@ impl ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.message)
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
     }
 }
 
@@ -136,8 +142,9 @@ impl From<SessionError> for ApiError {
         let message = e.to_string();
         match e {
             SessionError::NotFound(_) => ApiError::not_found(message),
-            SessionError::Ended(_) => ApiError::conflict(message)
-                .with_fix("create a new sandbox; this one has ended"),
+            SessionError::Ended(_) => {
+                ApiError::conflict(message).with_fix("create a new sandbox; this one has ended")
+            }
             SessionError::Invalid(_) => ApiError::unprocessable(message),
             SessionError::AtCapacity(_) => ApiError::at_capacity(message),
             SessionError::SpawnerGone(_) => ApiError::unavailable(message)

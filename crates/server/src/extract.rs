@@ -25,15 +25,22 @@ pub async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<By
         Err(_) => Err(ApiError::new(
             axum::http::StatusCode::REQUEST_TIMEOUT,
             "request_timeout",
-            format!("the request body did not arrive within {}s", timeout.as_secs()),
+            format!(
+                "the request body did not arrive within {}s",
+                timeout.as_secs()
+            ),
         )),
         Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 Err(ApiError::too_large(format!(
                     "the request body is larger than {limit} bytes"
                 )))
             } else {
-                Err(ApiError::bad_request(format!("cannot read the request body: {e}")))
+                Err(ApiError::bad_request(format!(
+                    "cannot read the request body: {e}"
+                )))
             }
         }
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
@@ -43,8 +50,10 @@ pub async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<By
 /// Decode a JSON request body; the message says where it went wrong.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("the request body is empty; send a JSON object")
-            .with_fix("send at least `{}`"));
+        return Err(
+            ApiError::bad_request("the request body is empty; send a JSON object")
+                .with_fix("send at least `{}`"),
+        );
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error(de)
@@ -89,7 +98,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
                 .with_fix("send Content-Type: application/json"));
             }
         }
-        let bytes = read_body(req.into_body(), JSON_BODY_LIMIT, state.limits().body_timeout).await?;
+        let bytes = read_body(
+            req.into_body(),
+            JSON_BODY_LIMIT,
+            state.limits().body_timeout,
+        )
+        .await?;
         decode_json(&bytes).map(ApiJson)
     }
 }
@@ -101,12 +115,26 @@ mod tests {
 
     #[test]
     fn malformed_bodies_are_4xx_with_a_message() {
-        for body in [&b"{"[..], b"[1,2", b"\x00\xff", b"{\"argv\": 3}", b"null", b"", b"{} x"] {
+        for body in [
+            &b"{"[..],
+            b"[1,2",
+            b"\x00\xff",
+            b"{\"argv\": 3}",
+            b"null",
+            b"",
+            b"{} x",
+        ] {
             let e = decode_json::<ExecBody>(body).unwrap_err();
             assert!(e.status.is_client_error(), "{body:?} -> {e}");
             assert!(!e.message.is_empty());
         }
-        assert_eq!(decode_json::<ExecBody>(b"{\"argv\": 3}").unwrap_err().status.as_u16(), 422);
+        assert_eq!(
+            decode_json::<ExecBody>(b"{\"argv\": 3}")
+                .unwrap_err()
+                .status
+                .as_u16(),
+            422
+        );
         assert!(decode_json::<CreateSandbox>(b"{}").is_ok());
     }
 }

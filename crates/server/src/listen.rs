@@ -77,7 +77,11 @@ struct Tracked<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
@@ -88,7 +92,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, data);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.activity.touch();
@@ -225,7 +233,8 @@ impl Acceptor {
         if closing {
             conn.as_mut().graceful_shutdown();
         }
-        let tick = (self.limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let tick =
+            (self.limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         loop {
             tokio::select! {
                 r = conn.as_mut() => {

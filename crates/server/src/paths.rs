@@ -41,7 +41,10 @@ pub fn state_dir() -> PathBuf {
         }
     }
     if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(home).join(".local").join("state").join("cordon");
+        return PathBuf::from(home)
+            .join(".local")
+            .join("state")
+            .join("cordon");
     }
     if is_root() {
         return PathBuf::from("/var/lib/cordon");

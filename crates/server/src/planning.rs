@@ -31,8 +31,10 @@ fn absolute(paths: &[String], field: &str) -> Result<Vec<PathBuf>, ApiError> {
             if path.is_absolute() {
                 Ok(path)
             } else {
-                Err(ApiError::bad_request(format!("{field}: '{p}' is not an absolute host path"))
-                    .with_fix("name host paths from the root, e.g. /home/me/project"))
+                Err(
+                    ApiError::bad_request(format!("{field}: '{p}' is not an absolute host path"))
+                        .with_fix("name host paths from the root, e.g. /home/me/project"),
+                )
             }
         })
         .collect()
@@ -42,7 +44,8 @@ fn host_patterns(hosts: &[String]) -> Result<Vec<HostPattern>, ApiError> {
     hosts
         .iter()
         .map(|h| {
-            HostPattern::parse(h).map_err(|e| ApiError::bad_request(format!("allow_net: '{h}': {e}")))
+            HostPattern::parse(h)
+                .map_err(|e| ApiError::bad_request(format!("allow_net: '{h}': {e}")))
         })
         .collect()
 }
@@ -51,11 +54,17 @@ fn host_patterns(hosts: &[String]) -> Result<Vec<HostPattern>, ApiError> {
 fn base_profile(req: &CreateSandbox, caller: &Caller) -> Result<(Profile, String), ApiError> {
     if let Some(doc) = &req.profile {
         if !caller.is_owner() {
-            return Err(ApiError::forbidden("a token may not send a profile; use a preset and its overrides")
-                .with_fix("send \"preset\" instead of \"profile\", or use the unix socket as the owner"));
+            return Err(ApiError::forbidden(
+                "a token may not send a profile; use a preset and its overrides",
+            )
+            .with_fix(
+                "send \"preset\" instead of \"profile\", or use the unix socket as the owner",
+            ));
         }
         if req.preset.is_some() {
-            return Err(ApiError::bad_request("give \"preset\" or \"profile\", not both"));
+            return Err(ApiError::bad_request(
+                "give \"preset\" or \"profile\", not both",
+            ));
         }
         let profile = Profile::from_json_str(&doc.to_string(), "request")
             .map_err(|e| ApiError::unprocessable(format!("profile: {e}")))?;
@@ -71,7 +80,12 @@ fn base_profile(req: &CreateSandbox, caller: &Caller) -> Result<(Profile, String
 }
 
 /// Refuse what is beyond a token's ceiling (403, saying which limit).
-fn check_ceiling(req: &CreateSandbox, profile: &Profile, ceiling: &Ceiling, name: &str) -> Result<(), ApiError> {
+fn check_ceiling(
+    req: &CreateSandbox,
+    profile: &Profile,
+    ceiling: &Ceiling,
+    name: &str,
+) -> Result<(), ApiError> {
     let beyond = |what: String| {
         ApiError::forbidden(format!("token '{name}': {what}"))
             .with_fix("ask within the token's ceiling (`cordon token list` shows it), or ask the owner for a wider token")
@@ -83,22 +97,32 @@ fn check_ceiling(req: &CreateSandbox, profile: &Profile, ceiling: &Ceiling, name
         )));
     }
     if !req.rw.is_empty() || !req.ro.is_empty() {
-        return Err(beyond("binding host paths (rw, ro) is for the owner only".into()));
+        return Err(beyond(
+            "binding host paths (rw, ro) is for the owner only".into(),
+        ));
     }
     if let Some(max) = ceiling.memory {
         if profile.limits.memory.0 == 0 || profile.limits.memory.0 > max {
-            return Err(beyond(format!("memory {} is beyond the ceiling of {max} bytes", profile.limits.memory.0)));
+            return Err(beyond(format!(
+                "memory {} is beyond the ceiling of {max} bytes",
+                profile.limits.memory.0
+            )));
         }
     }
     if let Some(max) = ceiling.pids {
         if profile.limits.pids == 0 || profile.limits.pids > max {
-            return Err(beyond(format!("pids {} is beyond the ceiling of {max}", profile.limits.pids)));
+            return Err(beyond(format!(
+                "pids {} is beyond the ceiling of {max}",
+                profile.limits.pids
+            )));
         }
     }
     let allowed = host_patterns(&ceiling.allow_net)?;
     for asked in &profile.network.allow {
         if !allowed.iter().any(|a| a.covers(asked)) {
-            return Err(beyond(format!("host {asked} is not among the hosts this token may allow")));
+            return Err(beyond(format!(
+                "host {asked} is not among the hosts this token may allow"
+            )));
         }
     }
     Ok(())
@@ -114,7 +138,11 @@ pub fn plan(req: &CreateSandbox, caller: &Caller) -> Result<Plan, ApiError> {
         cwd: Some(CwdAccess::None),
         pids: req.pids,
         allow_hosts: host_patterns(&req.allow_net)?,
-        env_set: req.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        env_set: req
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         ..Overrides::default()
     };
     if let Some(m) = &req.memory {
@@ -194,9 +222,16 @@ mod tests {
         assert_eq!(err(r#"{"memory":"1G"}"#).status.as_u16(), 403);
         assert_eq!(err(r#"{"rw":["/tmp"]}"#).status.as_u16(), 403);
         assert_eq!(err(r#"{"profile":{}}"#).status.as_u16(), 403);
-        assert_eq!(err(r#"{"allow_net":["evil.example"]}"#).status.as_u16(), 403);
+        assert_eq!(
+            err(r#"{"allow_net":["evil.example"]}"#).status.as_u16(),
+            403
+        );
         let ok = plan(&req(r#"{"preset":"low"}"#), &low).unwrap();
-        assert_eq!(ok.spec.limits.memory, Some(256 << 20), "the ceiling's memory is the default");
+        assert_eq!(
+            ok.spec.limits.memory,
+            Some(256 << 20),
+            "the ceiling's memory is the default"
+        );
     }
 
     #[test]
@@ -204,6 +239,12 @@ mod tests {
         let p = plan(&req(r#"{"preset":"high","memory":"1G"}"#), &Caller::owner()).unwrap();
         assert_eq!(p.spec.limits.memory, Some(1 << 30));
         assert_eq!(p.profile_name, "high");
-        assert_eq!(plan(&req(r#"{"rw":["relative"]}"#), &Caller::owner()).unwrap_err().status.as_u16(), 400);
+        assert_eq!(
+            plan(&req(r#"{"rw":["relative"]}"#), &Caller::owner())
+                .unwrap_err()
+                .status
+                .as_u16(),
+            400
+        );
     }
 }

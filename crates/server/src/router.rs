@@ -15,13 +15,28 @@ use crate::state::AppState;
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/v1/sandboxes", post(sandboxes::create).get(sandboxes::list))
-        .route("/v1/sandboxes/{id}", get(sandboxes::show).delete(sandboxes::delete))
+        .route(
+            "/v1/sandboxes",
+            post(sandboxes::create).get(sandboxes::list),
+        )
+        .route(
+            "/v1/sandboxes/{id}",
+            get(sandboxes::show).delete(sandboxes::delete),
+        )
         .route("/v1/sandboxes/{id}/exec", post(exec::exec))
         .route("/v1/sandboxes/{id}/processes", get(exec::processes))
-        .route("/v1/sandboxes/{id}/processes/{pid}/output", get(exec::output))
-        .route("/v1/sandboxes/{id}/processes/{pid}/signal", post(exec::signal))
-        .route("/v1/sandboxes/{id}/processes/{pid}/stdin", post(exec::stdin))
+        .route(
+            "/v1/sandboxes/{id}/processes/{pid}/output",
+            get(exec::output),
+        )
+        .route(
+            "/v1/sandboxes/{id}/processes/{pid}/signal",
+            post(exec::signal),
+        )
+        .route(
+            "/v1/sandboxes/{id}/processes/{pid}/stdin",
+            post(exec::stdin),
+        )
         .merge(crate::files::router())
         .merge(crate::contexts::router())
         .route_layer(from_fn_with_state(state.clone(), authenticate))
@@ -37,7 +52,8 @@ pub fn router(state: AppState) -> Router {
 /// At most `max_requests` requests in handlers at once; the next is 429.
 async fn bounded(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let Ok(_permit) = state.requests().clone().try_acquire_owned() else {
-        return ApiError::at_capacity("the server is handling as many requests as it may").into_response();
+        return ApiError::at_capacity("the server is handling as many requests as it may")
+            .into_response();
     };
     next.run(req).await
 }

@@ -48,9 +48,16 @@ pub enum ServeError {
     Audit { path: PathBuf, message: String },
 }
 
-fn io_err(path: impl std::fmt::Display, action: &'static str) -> impl FnOnce(std::io::Error) -> ServeError {
+fn io_err(
+    path: impl std::fmt::Display,
+    action: &'static str,
+) -> impl FnOnce(std::io::Error) -> ServeError {
     let path = path.to_string();
-    move |source| ServeError::Io { path, action, source }
+    move |source| ServeError::Io {
+        path,
+        action,
+        source,
+    }
 }
 
 /// The server's listeners.
@@ -80,21 +87,29 @@ impl Bound {
                 return Err(ServeError::Io {
                     path: socket.display().to_string(),
                     action: "bind the socket",
-                    source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a file that is not a socket is there"),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "a file that is not a socket is there",
+                    ),
                 });
             }
             if std::os::unix::net::UnixStream::connect(socket).is_ok() {
                 return Err(ServeError::InUse(socket.to_path_buf()));
             }
-            std::fs::remove_file(socket).map_err(io_err(socket.display(), "remove the stale socket"))?;
+            std::fs::remove_file(socket)
+                .map_err(io_err(socket.display(), "remove the stale socket"))?;
         }
-        let unix = UnixListener::bind(socket).map_err(io_err(socket.display(), "bind the socket"))?;
+        let unix =
+            UnixListener::bind(socket).map_err(io_err(socket.display(), "bind the socket"))?;
         std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
             .map_err(io_err(socket.display(), "make the socket 0600"))?;
         let tcp = match listen {
             Some(addr) => {
-                let std_listener = std::net::TcpListener::bind(addr).map_err(io_err(addr, "listen"))?;
-                std_listener.set_nonblocking(true).map_err(io_err(addr, "listen"))?;
+                let std_listener =
+                    std::net::TcpListener::bind(addr).map_err(io_err(addr, "listen"))?;
+                std_listener
+                    .set_nonblocking(true)
+                    .map_err(io_err(addr, "listen"))?;
                 Some(TcpListener::from_std(std_listener).map_err(io_err(addr, "listen"))?)
             }
             None => None,
@@ -123,7 +138,11 @@ impl Bound {
         F: Future<Output = ()>,
     {
         let (tx, rx) = watch::channel(false);
-        let acceptor = Acceptor::new(crate::router::router(state.clone()), state.limits().clone(), rx);
+        let acceptor = Acceptor::new(
+            crate::router::router(state.clone()),
+            state.limits().clone(),
+            rx,
+        );
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(acceptor.clone().unix(self.unix)));
         if let Some(tcp) = self.tcp {
@@ -154,7 +173,10 @@ impl Bound {
 /// SIGTERM or SIGINT.
 pub async fn termination() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         std::future::pending::<()>().await;
         return;
     };

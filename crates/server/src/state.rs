@@ -76,7 +76,12 @@ struct Inner {
 impl AppState {
     /// `engine` is `None` only where no sandbox can be made (printing the
     /// OpenAPI document, routing tests).
-    pub fn new(engine: Option<Engine>, tokens: TokenStore, audit: AuditLog, limits: Limits) -> AppState {
+    pub fn new(
+        engine: Option<Engine>,
+        tokens: TokenStore,
+        audit: AuditLog,
+        limits: Limits,
+    ) -> AppState {
         let requests = Arc::new(tokio::sync::Semaphore::new(limits.max_requests));
         AppState {
             inner: Arc::new(Inner {
@@ -164,7 +169,9 @@ impl AppState {
                 .engine()?
                 .sessions()
                 .iter()
-                .filter(|s| s.owner() == name && s.info().state == cordon_session::SessionState::Running)
+                .filter(|s| {
+                    s.owner() == name && s.info().state == cordon_session::SessionState::Running
+                })
                 .count();
             let mut reserved = self
                 .inner

@@ -68,7 +68,9 @@ pub enum TokenError {
     Exists(String),
     #[error("no token named '{0}'; `cordon token list` shows the names")]
     Missing(String),
-    #[error("'{0}' is not a token name: use 1-64 letters, digits, '-', '_' or '.' (and not 'owner')")]
+    #[error(
+        "'{0}' is not a token name: use 1-64 letters, digits, '-', '_' or '.' (and not 'owner')"
+    )]
     BadName(String),
     #[error("cannot read random bytes for a token: {0}")]
     Random(String),
@@ -129,11 +131,10 @@ impl TokenStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io(&self.path, "read the token file")(e)),
         };
-        let file: TokenFile =
-            serde_json::from_slice(&text).map_err(|e| TokenError::Corrupt {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            })?;
+        let file: TokenFile = serde_json::from_slice(&text).map_err(|e| TokenError::Corrupt {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(file.tokens)
     }
 
@@ -251,12 +252,21 @@ mod tests {
         let secret = store.create("ci", ceiling()).unwrap();
         let text = std::fs::read_to_string(store.path()).unwrap();
         assert!(!text.contains(&secret), "the secret itself is never stored");
-        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(store.authenticate(&secret).unwrap().unwrap().name, "ci");
         assert!(store.authenticate("cordon_wrong").unwrap().is_none());
-        assert!(matches!(store.create("ci", ceiling()), Err(TokenError::Exists(_))));
-        assert!(matches!(store.create("owner", ceiling()), Err(TokenError::BadName(_))));
+        assert!(matches!(
+            store.create("ci", ceiling()),
+            Err(TokenError::Exists(_))
+        ));
+        assert!(matches!(
+            store.create("owner", ceiling()),
+            Err(TokenError::BadName(_))
+        ));
         store.revoke("ci").unwrap();
         assert!(store.authenticate(&secret).unwrap().is_none());
         assert!(matches!(store.revoke("ci"), Err(TokenError::Missing(_))));

@@ -310,7 +310,9 @@ impl SignalValue {
             }
         };
         if !(1..=64).contains(&n) {
-            return Err(ApiError::bad_request(format!("{n} is not a signal number (1-64)")));
+            return Err(ApiError::bad_request(format!(
+                "{n} is not a signal number (1-64)"
+            )));
         }
         Ok(n)
     }
@@ -373,7 +375,12 @@ mod tests {
 
     #[test]
     fn signals_by_name_and_number() {
-        let n = |v: &str| serde_json::from_str::<SignalBody>(v).unwrap().signal.number();
+        let n = |v: &str| {
+            serde_json::from_str::<SignalBody>(v)
+                .unwrap()
+                .signal
+                .number()
+        };
         assert_eq!(n(r#"{"signal":"TERM"}"#).unwrap(), libc::SIGTERM);
         assert_eq!(n(r#"{"signal":"sigkill"}"#).unwrap(), libc::SIGKILL);
         assert_eq!(n(r#"{"signal":9}"#).unwrap(), 9);

@@ -113,7 +113,9 @@ fn unix(s: &Server) -> UnixStream {
 }
 
 fn get(path: &str, auth: Option<&str>) -> Vec<u8> {
-    let auth = auth.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let auth = auth
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").into_bytes()
 }
 
@@ -203,7 +205,8 @@ fn slowloris_headers_are_cut_off_and_do_not_block_others() {
     });
     let started = Instant::now();
     let mut slow = tcp(&s);
-    slow.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    slow.set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
     let head = b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
     let mut cut_off = false;
     for b in head.iter() {
@@ -227,9 +230,15 @@ fn slowloris_headers_are_cut_off_and_do_not_block_others() {
         let mut buf = [0u8; 256];
         let n = slow.read(&mut buf).unwrap_or(0);
         let text = String::from_utf8_lossy(&buf[..n]);
-        assert!(!text.contains(" 200 "), "a trickled request was served: {text}");
+        assert!(
+            !text.contains(" 200 "),
+            "a trickled request was served: {text}"
+        );
     }
-    assert!(started.elapsed() < Duration::from_secs(7), "the slow client was not cut off");
+    assert!(
+        started.elapsed() < Duration::from_secs(7),
+        "the slow client was not cut off"
+    );
 }
 
 #[test]

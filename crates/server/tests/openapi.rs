@@ -21,7 +21,14 @@ fn committed_openapi_document_matches_the_code() {
     );
     let doc: serde_json::Value = serde_json::from_str(&generated).unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
-    for route in ["/v1/sandboxes", "/v1/sandboxes/{id}/exec", "/v1/sandboxes/{id}/processes/{pid}/output"] {
-        assert!(doc["paths"].get(route).is_some(), "{route} is in the document");
+    for route in [
+        "/v1/sandboxes",
+        "/v1/sandboxes/{id}/exec",
+        "/v1/sandboxes/{id}/processes/{pid}/output",
+    ] {
+        assert!(
+            doc["paths"].get(route).is_some(),
+            "{route} is in the document"
+        );
     }
 }

@@ -28,8 +28,7 @@ impl Control {
         #[allow(deprecated)]
         let socket = AsyncFd::new(socket);
         let control = Arc::new(Control {
-            socket: socket
-                .map_err(|e| SessionError::io("watch the control socket", e))?,
+            socket: socket.map_err(|e| SessionError::io("watch the control socket", e))?,
             waiting: Mutex::new(HashMap::new()),
             max_execs,
         });
@@ -75,9 +74,14 @@ impl Control {
 
     /// Tell a claimed pooled sandbox's init its binds and limits.
     pub(crate) async fn configure(&self, config: cordon_jail::session::LateConfig) -> Result<()> {
-        match self.exec(InitOrder::Configure { id: 0, config }, &[]).await? {
+        match self
+            .exec(InitOrder::Configure { id: 0, config }, &[])
+            .await?
+        {
             InitReply::Configured { .. } => Ok(()),
-            other => Err(SessionError::Invalid(format!("unexpected answer: {other:?}"))),
+            other => Err(SessionError::Invalid(format!(
+                "unexpected answer: {other:?}"
+            ))),
         }
     }
 
@@ -117,7 +121,11 @@ impl Control {
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidInput => {
                     return Err(SessionError::Invalid(e.to_string()))
                 }
-                Ok(Err(e)) => return Err(SessionError::Ended(format!("the sandbox's init is gone: {e}"))),
+                Ok(Err(e)) => {
+                    return Err(SessionError::Ended(format!(
+                        "the sandbox's init is gone: {e}"
+                    )))
+                }
             }
         }
     }

@@ -343,9 +343,9 @@ impl Session {
             ));
         };
         let proxy_listener = if proxy {
-            Some(std::net::TcpListener::from(fds.next().ok_or_else(|| {
-                SessionError::SpawnerGone("the proxy listener did not arrive".into())
-            })?))
+            Some(std::net::TcpListener::from(fds.next().ok_or_else(
+                || SessionError::SpawnerGone("the proxy listener did not arrive".into()),
+            )?))
         } else {
             None
         };
@@ -431,8 +431,14 @@ impl Session {
         // The pid named the init when it was opened if the init is still
         // alive now (its pidfd turns readable when it exits and cannot be
         // fooled by a reused pid).
-        let mut fds = [rustix::event::PollFd::new(&self.pidfd, rustix::event::PollFlags::IN)];
-        let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut fds = [rustix::event::PollFd::new(
+            &self.pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0)) {
             return Err(SessionError::Ended(self.id.clone()));
         }
@@ -468,7 +474,11 @@ impl Session {
         if req.argv.is_empty() {
             return Err(SessionError::Invalid("argv is empty".into()));
         }
-        let running = self.processes().iter().filter(|p| p.exit().is_none()).count();
+        let running = self
+            .processes()
+            .iter()
+            .filter(|p| p.exit().is_none())
+            .count();
         if running >= self.control.max_execs {
             return Err(SessionError::AtCapacity(format!(
                 "{running} commands are running in this sandbox, the most it allows"
@@ -503,10 +513,7 @@ impl Session {
     }
 
     pub fn processes(&self) -> Vec<Arc<Process>> {
-        self.processes
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default()
+        self.processes.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     fn mark_ended(&self, cause: EndCause) {

@@ -201,8 +201,8 @@ impl Process {
                 return Err(SessionError::Invalid("unexpected answer to an exec".into()))
             }
         };
-        let stdin = pipe::Sender::from_owned_fd(stdin_w)
-            .map_err(|e| SessionError::io("stdin pipe", e))?;
+        let stdin =
+            pipe::Sender::from_owned_fd(stdin_w).map_err(|e| SessionError::io("stdin pipe", e))?;
         let (changed, _) = watch::channel(0);
         let process = Arc::new(Process {
             id,
@@ -233,7 +233,11 @@ impl Process {
             report: pipe::Receiver::from_owned_fd(rep_r)
                 .map_err(|e| SessionError::io("report pipe", e))?,
         };
-        tokio::spawn(process.clone().run(pumps, req.timeout, req.output_limit, event_buffer));
+        tokio::spawn(
+            process
+                .clone()
+                .run(pumps, req.timeout, req.output_limit, event_buffer),
+        );
         Ok(process)
     }
 
@@ -457,14 +461,23 @@ impl Process {
     /// tree).
     pub async fn signal(&self, signal: i32) -> Result<()> {
         if self.exit().is_some() {
-            return Err(SessionError::Ended(format!("process {} has exited", self.id)));
+            return Err(SessionError::Ended(format!(
+                "process {} has exited",
+                self.id
+            )));
         }
         if signal == libc::SIGKILL {
             self.kill_as(ExitReason::Killed).await;
             return Ok(());
         }
         self.control
-            .send(&InitOrder::Signal { id: self.id, signal }, &[])
+            .send(
+                &InitOrder::Signal {
+                    id: self.id,
+                    signal,
+                },
+                &[],
+            )
             .await
     }
 

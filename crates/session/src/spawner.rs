@@ -34,8 +34,14 @@ const REAP_INTERVAL: Duration = Duration::from_millis(200);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Request {
-    Create { id: String, spec: Box<Spec>, max_execs: u64 },
-    Destroy { id: String },
+    Create {
+        id: String,
+        spec: Box<Spec>,
+        max_execs: u64,
+    },
+    Destroy {
+        id: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -100,7 +106,10 @@ fn serve(socket: &UnixStream, parent: i32) -> i32 {
     let _sweeper = GroupSweeper::start();
     let mut live: HashMap<String, LiveSandbox> = HashMap::new();
     loop {
-        let mut fds = [rustix::event::PollFd::new(&socket, rustix::event::PollFlags::IN)];
+        let mut fds = [rustix::event::PollFd::new(
+            &socket,
+            rustix::event::PollFlags::IN,
+        )];
         let timeout = rustix::event::Timespec::try_from(REAP_INTERVAL).ok();
         match rustix::event::poll(&mut fds, timeout.as_ref()) {
             Ok(0) => {
@@ -203,7 +212,10 @@ pub(crate) fn write_frame(
 ) -> io::Result<()> {
     let body = serde_json::to_vec(message).map_err(io::Error::other)?;
     if body.len() > MAX_FRAME {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "message too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "message too large",
+        ));
     }
     let mut frame = (body.len() as u32).to_le_bytes().to_vec();
     frame.extend_from_slice(&body);
@@ -213,7 +225,12 @@ pub(crate) fn write_frame(
         return Err(io::Error::other("too many descriptors"));
     }
     let sent = loop {
-        match sendmsg(socket, &[IoSlice::new(&frame)], &mut control, SendFlags::NOSIGNAL) {
+        match sendmsg(
+            socket,
+            &[IoSlice::new(&frame)],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        ) {
             Err(rustix::io::Errno::INTR) => continue,
             other => break other?,
         }
@@ -257,12 +274,16 @@ pub(crate) fn read_frame_with_fds<T: DeserializeOwned>(
     }
     let len = u32::from_le_bytes(header) as usize;
     if len > MAX_FRAME {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "frame too large",
+        ));
     }
     let mut body = vec![0u8; len];
     let mut reader = socket;
     reader.read_exact(&mut body)?;
-    let message = serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let message =
+        serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok(Some((message, fds)))
 }
 

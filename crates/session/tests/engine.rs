@@ -34,7 +34,10 @@ async fn run(session: &Session, argv: &[&str]) -> (cordon_session::ExitInfo, Str
 }
 
 async fn run_req(session: &Session, r: ExecRequest) -> (cordon_session::ExitInfo, String, String) {
-    let p = session.exec(r).await.unwrap_or_else(|e| panic!("exec: {e}"));
+    let p = session
+        .exec(r)
+        .await
+        .unwrap_or_else(|e| panic!("exec: {e}"));
     let exit = p.wait().await;
     let (events, done) = p.events_now(0);
     assert!(done, "all events delivered once it exited");
@@ -89,7 +92,10 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     let (exit, ..) = run(&sb, &["sh", "-c", "echo kept > /tmp/state"]).await;
     assert_eq!(exit.exit_code, 0);
     let (_, out, _) = run(&sb, &["cat", "/tmp/state"]).await;
-    assert_eq!(out, "kept\n", "a file written by one exec is there for the next");
+    assert_eq!(
+        out, "kept\n",
+        "a file written by one exec is there for the next"
+    );
 
     let mut with_stdin = req(&["tr", "a-z", "A-Z"]);
     with_stdin.stdin = Some(b"shout".to_vec());
@@ -97,12 +103,18 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     assert_eq!(out, "SHOUT");
 
     let (exit, _, _) = run(&sb, &["no-such-command"]).await;
-    assert_eq!((exit.exit_code, exit.reason), (127, ExitReason::SetupFailed));
+    assert_eq!(
+        (exit.exit_code, exit.reason),
+        (127, ExitReason::SetupFailed)
+    );
 
     // Each exec is PID 2 of a namespace of its own, under its leader.
     let (_, out, _) = run(&sb, &["sh", "-c", "echo $$"]).await;
     assert_eq!(out, "2\n");
-    engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// A timeout kills the exec's whole tree, a daemon that left its process
@@ -129,10 +141,20 @@ async fn timeout_kills_the_tree_not_the_session(engine: &Engine) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(processes_named(marker).is_empty(), "the daemon died with its exec");
+    assert!(
+        processes_named(marker).is_empty(),
+        "the daemon died with its exec"
+    );
     let (exit, out, _) = run(&sb, &["echo", "alive"]).await;
-    assert_eq!((exit.exit_code, out.as_str()), (0, "alive\n"), "the session lives on");
-    engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (exit.exit_code, out.as_str()),
+        (0, "alive\n"),
+        "the session lives on"
+    );
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Output can be read again from any point after the process is gone.
@@ -145,20 +167,33 @@ async fn reattach_after_exit(engine: &Engine) {
     p.wait().await;
     let (all, done) = p.events_after(0).await;
     assert!(done);
-    assert!(matches!(all.first().map(|e| &e.kind), Some(EventKind::Started { .. })));
-    assert!(matches!(all.last().map(|e| &e.kind), Some(EventKind::Exited(_))));
+    assert!(matches!(
+        all.first().map(|e| &e.kind),
+        Some(EventKind::Started { .. })
+    ));
+    assert!(matches!(
+        all.last().map(|e| &e.kind),
+        Some(EventKind::Exited(_))
+    ));
     let second = all[1].seq;
     let (rest, _) = p.events_after(second).await;
     assert!(rest.iter().all(|e| e.seq > second));
     assert_eq!(rest.len(), all.len() - 2);
-    engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Deleting a session leaves no process, and no cgroup.
 async fn destroy_leaves_nothing(engine: &Engine) {
     let sb = create(engine).await;
     let marker = "cordon-destroy-marker-777";
-    let mut r = req(&["sh", "-c", "m=cordon-destroy; sh -c \"sleep 1000; : $m-marker-777\""]);
+    let mut r = req(&[
+        "sh",
+        "-c",
+        "m=cordon-destroy; sh -c \"sleep 1000; : $m-marker-777\"",
+    ]);
     r.keep_stdin_open = false;
     let _p = sb.exec(r).await.unwrap_or_else(|e| panic!("{e}"));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -170,7 +205,10 @@ async fn destroy_leaves_nothing(engine: &Engine) {
     assert!(teardown.clean, "groups removed");
     assert!(processes_named(marker).is_empty(), "nothing left running");
     assert!(engine.session(sb.id()).is_none());
-    assert!(sb.exec(req(&["true"])).await.is_err(), "an ended session runs nothing");
+    assert!(
+        sb.exec(req(&["true"])).await.is_err(),
+        "an ended session runs nothing"
+    );
 }
 
 /// Files written by one session are not seen by the next.
@@ -195,7 +233,8 @@ fn main() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     rt.block_on(async {
-        let engine = Engine::new(spawner, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let engine =
+            Engine::new(spawner, EngineConfig::default()).unwrap_or_else(|e| panic!("{e}"));
         let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
             .map(|s| s.trim() != "0")
             .unwrap_or(false);

@@ -31,7 +31,7 @@ pub use diff::render_diff;
 pub use error::{Result, StageError};
 pub use policy::{valid_glob, Action, Decision, Matcher, Policy, Rule};
 pub use promote::{choose, promote, Promoted, ScanFn, Selection};
-pub use store::{Meta, Stage, Store, MODE_COPY, MODE_OVERLAY};
+pub use store::{bytes_under, Meta, Stage, Store, MODE_COPY, MODE_OVERLAY};
 
 #[cfg(test)]
 mod tests;

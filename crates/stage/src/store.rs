@@ -268,26 +268,29 @@ impl Stage {
 
     /// Bytes held by the upper layer (in the copy fallback: the copy).
     pub fn upper_bytes(&self) -> u64 {
-        fn walk(p: &Path) -> u64 {
-            let Ok(entries) = std::fs::read_dir(p) else {
-                return 0;
-            };
-            entries
-                .flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => 4096 + walk(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        }
-        walk(&self.upper())
+        bytes_under(&self.upper())
     }
 
     /// Delete the stage (its upper layer included).
     pub fn remove(&self) -> Result<()> {
         remove_tree(&self.dir).map_err(|e| StageError::io(&self.dir, e))
     }
+}
+
+/// The bytes of the files under `path` plus 4 KiB per directory (what a
+/// stage holds; entries that vanish while it is read count nothing).
+pub fn bytes_under(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => 4096 + bytes_under(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// `rm -rf` that first makes directories writable: the run may have left

@@ -55,28 +55,48 @@ impl Drop for KillOnDrop {
 
 fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
     if body.argv.is_empty() || body.argv[0].is_empty() {
-        return Err(ApiError::bad_request("argv is empty").with_fix("send the command as a list, e.g. [\"python3\", \"a.py\"]"));
+        return Err(ApiError::bad_request("argv is empty")
+            .with_fix("send the command as a list, e.g. [\"python3\", \"a.py\"]"));
     }
-    if body.argv.iter().any(|a| a.contains('\0')) || body.env.iter().any(|(k, v)| k.contains('\0') || v.contains('\0')) {
-        return Err(ApiError::bad_request("argv and env may not contain NUL bytes"));
+    if body.argv.iter().any(|a| a.contains('\0'))
+        || body
+            .env
+            .iter()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(ApiError::bad_request(
+            "argv and env may not contain NUL bytes",
+        ));
     }
     if let Some(bad) = body.env.keys().find(|k| !cordon_policy::is_env_name(k)) {
-        return Err(ApiError::bad_request(format!("env: '{bad}' is not a variable name")));
+        return Err(ApiError::bad_request(format!(
+            "env: '{bad}' is not a variable name"
+        )));
     }
     let cwd = match &body.cwd {
         Some(c) if !c.starts_with('/') || c.contains('\0') => {
-            return Err(ApiError::bad_request(format!("cwd: '{c}' is not an absolute path inside the sandbox")))
+            return Err(ApiError::bad_request(format!(
+                "cwd: '{c}' is not an absolute path inside the sandbox"
+            )))
         }
         Some(c) => Some(c.into()),
         None => None,
     };
     Ok(ExecRequest {
         argv: body.argv.clone(),
-        env: body.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        env: body
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         cwd,
         stdin: body.stdin.as_ref().map(|s| s.as_bytes().to_vec()),
         keep_stdin_open: body.background && body.stdin.is_none(),
-        timeout: body.timeout.as_ref().map(|t| t.to_duration("timeout")).transpose()?,
+        timeout: body
+            .timeout
+            .as_ref()
+            .map(|t| t.to_duration("timeout"))
+            .transpose()?,
         output_limit: None,
     })
 }
@@ -113,7 +133,12 @@ pub async fn exec(
     }
     let guard = KillOnDrop(Some(process.clone()));
     if wants_ndjson(&headers) {
-        return Ok(ndjson(event_stream(process, 0, state.limits().keepalive, Some(guard))));
+        return Ok(ndjson(event_stream(
+            process,
+            0,
+            state.limits().keepalive,
+            Some(guard),
+        )));
     }
     let reply = collect(process, guard).await;
     Ok(Json(reply).into_response())
@@ -129,8 +154,14 @@ async fn collect(process: Arc<Process>, mut guard: KillOnDrop) -> ExecReply {
         for e in events {
             seq = seq.max(e.seq);
             match e.kind {
-                EventKind::Output { stream: StreamName::Stdout, data } => out.extend_from_slice(&data),
-                EventKind::Output { stream: StreamName::Stderr, data } => err.extend_from_slice(&data),
+                EventKind::Output {
+                    stream: StreamName::Stdout,
+                    data,
+                } => out.extend_from_slice(&data),
+                EventKind::Output {
+                    stream: StreamName::Stderr,
+                    data,
+                } => err.extend_from_slice(&data),
                 EventKind::Exited(info) => exit = Some(info),
                 EventKind::Started { .. } | EventKind::Gap { .. } => {}
             }
@@ -219,7 +250,12 @@ fn ndjson(s: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static)
     resp
 }
 
-fn process_of(state: &AppState, caller: &Caller, id: &str, pid: u64) -> Result<Arc<Process>, ApiError> {
+fn process_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    pid: u64,
+) -> Result<Arc<Process>, ApiError> {
     let session = state.session_for(caller, id)?;
     session
         .process(pid)
@@ -273,7 +309,12 @@ pub async fn output(
 ) -> Result<Response, ApiError> {
     let process = process_of(&state, &caller, &id, pid)?;
     if wants_ndjson(&headers) {
-        return Ok(ndjson(event_stream(process, q.after_seq, state.limits().keepalive, None)));
+        return Ok(ndjson(event_stream(
+            process,
+            q.after_seq,
+            state.limits().keepalive,
+            None,
+        )));
     }
     let (events, done) = process.events_now(q.after_seq);
     Ok(Json(OutputReply {
@@ -300,7 +341,12 @@ pub async fn signal(
     let number = body.signal.number()?;
     let process = process_of(&state, &caller, &id, pid)?;
     process.signal(number).await?;
-    state.audit().record(&caller, "signal", Some(&id), json!({"pid": pid, "signal": number}));
+    state.audit().record(
+        &caller,
+        "signal",
+        Some(&id),
+        json!({"pid": pid, "signal": number}),
+    );
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -328,13 +374,23 @@ pub async fn stdin(
     req: Request,
 ) -> Result<StatusCode, ApiError> {
     let process = process_of(&state, &caller, &id, pid)?;
-    let data = read_body(req.into_body(), STDIN_BODY_LIMIT, state.limits().body_timeout).await?;
+    let data = read_body(
+        req.into_body(),
+        STDIN_BODY_LIMIT,
+        state.limits().body_timeout,
+    )
+    .await?;
     if !data.is_empty() {
         process.write_stdin(&data).await?;
     }
     if q.eof {
         process.close_stdin().await;
     }
-    state.audit().record(&caller, "stdin", Some(&id), json!({"pid": pid, "bytes": data.len(), "eof": q.eof}));
+    state.audit().record(
+        &caller,
+        "stdin",
+        Some(&id),
+        json!({"pid": pid, "bytes": data.len(), "eof": q.eof}),
+    );
     Ok(StatusCode::NO_CONTENT)
 }

@@ -71,7 +71,13 @@ pub async fn create(
         })
         .await?;
     let id = session.id().to_owned();
-    let allow_net: Vec<String> = plan.profile.network.allow.iter().map(|h| h.to_string()).collect();
+    let allow_net: Vec<String> = plan
+        .profile
+        .network
+        .allow
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
     state.audit().sandbox_created(
         &caller,
         &id,
@@ -79,14 +85,18 @@ pub async fn create(
         json!({"preset": plan.profile_name, "allow_net": allow_net, "memory": session.spec().limits.memory}),
     );
     let proxy_stop = match (proxied, session.take_proxy_listener()) {
-        (true, Some(listener)) => match crate::egress::start(&plan.profile, &id, listener, state.audit().clone()) {
-            Ok(stop) => Some(stop),
-            Err(e) => {
-                let _ = engine.destroy(&id, EndCause::Deleted).await;
-                state.audit().sandbox_ended("server", &id, "setup_failed", false);
-                return Err(e);
+        (true, Some(listener)) => {
+            match crate::egress::start(&plan.profile, &id, listener, state.audit().clone()) {
+                Ok(stop) => Some(stop),
+                Err(e) => {
+                    let _ = engine.destroy(&id, EndCause::Deleted).await;
+                    state
+                        .audit()
+                        .sandbox_ended("server", &id, "setup_failed", false);
+                    return Err(e);
+                }
             }
-        },
+        }
         _ => None,
     };
     state.insert_meta(
@@ -103,7 +113,10 @@ pub async fn create(
 
 #[utoipa::path(get, path = "/v1/sandboxes", tag = "sandboxes",
     responses((status = 200, description = "The caller's sandboxes", body = SandboxList)))]
-pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<SandboxList>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<SandboxList>, ApiError> {
     let sessions: Vec<Arc<Session>> = state.engine()?.sessions();
     let sandboxes = sessions
         .iter()
@@ -140,10 +153,20 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let session = state.session_for(&caller, &id)?;
-    let teardown = state.engine()?.destroy(session.id(), EndCause::Deleted).await?;
+    let teardown = state
+        .engine()?
+        .destroy(session.id(), EndCause::Deleted)
+        .await?;
     forget(&state, &id);
-    state.audit().record(&caller, "delete", Some(&id), json!({"clean": teardown.clean}));
-    state.audit().sandbox_ended(caller.name(), &id, "deleted", teardown.clean);
+    state.audit().record(
+        &caller,
+        "delete",
+        Some(&id),
+        json!({"clean": teardown.clean}),
+    );
+    state
+        .audit()
+        .sandbox_ended(caller.name(), &id, "deleted", teardown.clean);
     if !teardown.clean {
         return Err(ApiError::internal(format!(
             "sandbox {id} was torn down but something of it is left (see the server's log)"
@@ -170,7 +193,8 @@ pub fn reap(state: &AppState) {
             None => Some("gone".to_owned()),
             Some(s) => {
                 let info = s.info();
-                (info.state == SessionState::Ended).then(|| info.ended.as_ref().map_or("ended".into(), word))
+                (info.state == SessionState::Ended)
+                    .then(|| info.ended.as_ref().map_or("ended".into(), word))
             }
         };
         if let Some(cause) = ended {
