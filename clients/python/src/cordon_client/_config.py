@@ -15,12 +15,29 @@ a command (exec, a cell, a stream) widen the read timeout themselves."""
 _SOCKET_BASE_URL = "http://cordon"
 
 
+def _state_dir() -> str:
+    """The server's state directory, by the server's own rule."""
+    for var, suffix in (("CORDON_STATE_DIR", ""), ("XDG_STATE_HOME", "cordon")):
+        value = os.environ.get(var)
+        if value and os.path.isabs(value):
+            return os.path.join(value, suffix) if suffix else value
+    home = os.environ.get("HOME")
+    if home:
+        return os.path.join(home, ".local", "state", "cordon")
+    if os.geteuid() == 0:
+        return "/var/lib/cordon"
+    return f"/tmp/cordon-{os.getuid()}"
+
+
 def default_socket_path() -> str:
     """The socket ``cordon serve`` listens on when given no ``--socket``.
 
-    ``$CORDON_SOCKET``; else, as root, ``/run/cordon/cordon.sock``; else
+    ``$CORDON_SOCKET`` when set (a client-side override); else the server's
+    rule: as root ``/run/cordon/cordon.sock``; else
     ``$XDG_RUNTIME_DIR/cordon/cordon.sock``; else
-    ``/run/user/UID/cordon/cordon.sock``.
+    ``/run/user/UID/cordon/cordon.sock`` when ``/run/user/UID`` exists; else
+    ``cordon.sock`` in the server's state directory (``$CORDON_STATE_DIR``,
+    ``$XDG_STATE_HOME/cordon``, ``~/.local/state/cordon``).
     """
     explicit = os.environ.get("CORDON_SOCKET")
     if explicit:
@@ -28,9 +45,12 @@ def default_socket_path() -> str:
     if os.geteuid() == 0:
         return "/run/cordon/cordon.sock"
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
+    if runtime and os.path.isabs(runtime):
         return os.path.join(runtime, "cordon", "cordon.sock")
-    return f"/run/user/{os.geteuid()}/cordon/cordon.sock"
+    run_user = f"/run/user/{os.getuid()}"
+    if os.path.isdir(run_user):
+        return os.path.join(run_user, "cordon", "cordon.sock")
+    return os.path.join(_state_dir(), "cordon.sock")
 
 
 @dataclass(frozen=True)
