@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Dict, Iterator, Optional, Sequence
 
 import pytest
 
@@ -49,31 +50,47 @@ def _userns_available(binary: Path) -> bool:
 class Server:
     """A running `cordon serve` and where to reach it."""
 
-    def __init__(self, proc: subprocess.Popen, socket: str, state_dir: Path, log: Path) -> None:
-        self.proc = proc
+    def __init__(self, socket: str, state_dir: Path, log: Path) -> None:
+        self.proc: "subprocess.Popen[bytes]"
         self.socket = socket
         self.state_dir = state_dir
         self.log = log
+        self.url: Optional[str] = None  # http://ADDR with --listen
+        self.tokens: Dict[str, str] = {}  # name -> secret
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def env(self) -> Dict[str, str]:
+        """The environment the server and `cordon token` run with."""
+        env = dict(os.environ, CORDON_STATE_DIR=str(self.state_dir), XDG_STATE_HOME=str(self.state_dir))
+        env.pop("CORDON_URL", None)
+        env.pop("CORDON_TOKEN", None)
+        return env
 
-def _wait_ready(server: Server) -> None:
+
+def _started_line(server: Server) -> Dict[str, object]:
+    """The JSON line the server prints on start ({"socket", "listen", "pid"})."""
     deadline = time.monotonic() + START_WAIT_S
-    last: Exception | None = None
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
             pytest.fail(f"cordon serve exited with {server.proc.returncode}:\n{server.log_text()}")
-        if os.path.exists(server.socket):
-            try:
-                with Client(socket=server.socket, timeout=5) as c:
-                    if c.health().get("status") == "ok":
-                        return
-            except CordonError as e:
-                last = e
-        time.sleep(0.05)
-    pytest.fail(f"cordon serve did not answer /v1/health in {START_WAIT_S:.0f} s ({last}):\n{server.log_text()}")
+        for line in server.log_text().splitlines():
+            if line.startswith("{") and '"socket"' in line:
+                value = json.loads(line)
+                assert isinstance(value, dict)
+                return value
+        time.sleep(0.02)
+    pytest.fail(f"cordon serve printed no start line in {START_WAIT_S:.0f} s:\n{server.log_text()}")
+
+
+def _wait_ready(server: Server) -> None:
+    started = _started_line(server)
+    if started.get("listen"):
+        server.url = f"http://{started['listen']}"
+    with Client(socket=server.socket, timeout=10) as c:
+        health = c.health()
+    assert health.get("status") == "ok", health
 
 
 def _stop(server: Server) -> None:
@@ -84,10 +101,11 @@ def _stop(server: Server) -> None:
         except subprocess.TimeoutExpired:
             server.proc.kill()
             server.proc.wait()
+    if os.environ.get("CORDON_PYCLIENT_SHOW_LOG"):
+        print(server.log_text(), file=sys.stderr)
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
+def _check_host() -> Path:
     binary = cordon_bin()
     if not binary.exists():
         skip_or_fail(f"no cordon binary at {binary} (cargo build -p cordon, or set CORDON_BIN)")
@@ -95,30 +113,49 @@ def server() -> Iterator[Server]:
         skip_or_fail(f"{binary} has no `serve` command (an older build?)")
     if not _userns_available(binary):
         skip_or_fail("user namespaces are not available here (`cordon doctor`)")
+    return binary
+
+
+@contextmanager
+def running_server(*args: str, tokens: Sequence[Sequence[str]] = ()) -> Iterator[Server]:
+    """`cordon serve --socket <tmp> ARGS` in a state directory of its own.
+
+    ``tokens``: argument lists for `cordon token create --json` run first;
+    their secrets are in ``server.tokens`` by name.
+    """
+    binary = _check_host()
     with tempfile.TemporaryDirectory(prefix="cordon-pyclient-") as tmp:
         tmp_path = Path(tmp)
         state = tmp_path / "state"
         state.mkdir()
-        sock = str(tmp_path / "cordon.sock")
         log = tmp_path / "serve.log"
-        env = dict(os.environ, XDG_STATE_HOME=str(state), RUST_LOG=os.environ.get("RUST_LOG", "info"))
-        env.pop("CORDON_URL", None)
+        srv = Server(str(tmp_path / "cordon.sock"), state, log)
+        for token_args in tokens:
+            out = subprocess.run(
+                [str(binary), "token", "create", "--json", *token_args],
+                capture_output=True, env=srv.env(), check=True,
+            )  # fmt: skip
+            made = json.loads(out.stdout)
+            srv.tokens[made["name"]] = made["token"]
         with open(log, "wb") as log_file:
-            proc = subprocess.Popen(
-                [str(binary), "serve", "--socket", sock],
+            srv.proc = subprocess.Popen(
+                [str(binary), "serve", "--socket", srv.socket, "--audit", str(state / "audit.db"), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=srv.env(),
             )
-        srv = Server(proc, sock, state, log)
         try:
             _wait_ready(srv)
             yield srv
         finally:
             _stop(srv)
-            if os.environ.get("CORDON_PYCLIENT_SHOW_LOG"):
-                print(srv.log_text(), file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    with running_server() as srv:
+        yield srv
 
 
 @pytest.fixture()

@@ -13,7 +13,9 @@ from cordon_client import AsyncClient, AsyncSandbox, Event, NotFound
 
 from conftest import Server
 
-WORK = "/workspace"
+# The sandbox's writable place (its cwd and $HOME); sessions have no
+# /workspace of their own.
+WORK = "/tmp"
 
 
 def test_async_sandbox_end_to_end(server: Server) -> None:

@@ -317,7 +317,7 @@ class AsyncFiles:
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return (await self.read(path)).decode(encoding)
 
-    async def list(self, path: str = "/workspace") -> List[FileEntry]:
+    async def list(self, path: str) -> List[FileEntry]:
         return _replies.listing(await self._http.send(rq.get_file(self._sandbox.id, path)), path)
 
     async def remove(self, path: str) -> None:

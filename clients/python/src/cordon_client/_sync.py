@@ -317,7 +317,7 @@ class Process:
 
 
 class Files:
-    """A sandbox's files, by the paths the sandbox sees (``/workspace/a.py``)."""
+    """A sandbox's files, by the paths the sandbox sees (``/tmp/a.py``)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._sandbox = sandbox
@@ -341,7 +341,7 @@ class Files:
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
 
-    def list(self, path: str = "/workspace") -> List[FileEntry]:
+    def list(self, path: str) -> List[FileEntry]:
         """The entries of a directory."""
         return _replies.listing(self._http.send(rq.get_file(self._sandbox.id, path)), path)
 
