@@ -1,0 +1,541 @@
+//! `cordon serve` through the real binary: its sandboxes over the unix
+//! socket (with `cordon sandbox` and raw HTTP), tokens over TCP, capacity,
+//! hostile input, slow clients, and SIGTERM. Each test starts its own
+//! server on a socket in a temporary directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+use common::*;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+fn ready() -> bool {
+    skip_unless(userns_available(), "user namespaces are unavailable on this host")
+}
+
+struct Server {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    tcp: Option<String>,
+}
+
+impl Server {
+    fn start(flags: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cordon.sock");
+        let mut child = Command::new(cordon_bin())
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--audit")
+            .arg(dir.path().join("audit.db"))
+            .args(flags)
+            .env("CORDON_STATE_DIR", dir.path().join("state"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the server's first line is not its JSON address ({e}): {line:?}"));
+        Server {
+            child: Some(child),
+            socket,
+            tcp: ready["listen"].as_str().map(str::to_owned),
+            dir,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(cordon_bin())
+            .arg("sandbox")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn token(&self, args: &[&str]) -> String {
+        let out = Command::new(cordon_bin())
+            .args(["token", "create"])
+            .args(args)
+            .env("CORDON_STATE_DIR", self.dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// One request over the unix socket (the owner).
+    fn unix(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        exchange(s, method, path, None, body, None)
+    }
+
+    /// One request over TCP with a token (or none).
+    fn tcp(&self, token: Option<&str>, method: &str, path: &str, body: Option<&Value>) -> Reply {
+        let s = TcpStream::connect(self.tcp.as_ref().unwrap()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        exchange(s, method, path, token, body, None)
+    }
+
+    fn create(&self, body: Value) -> String {
+        let r = self.unix("POST", "/v1/sandboxes", Some(&body));
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Wait (the writer commits in groups) until the audit store holds
+    /// every one of `needles`.
+    fn audit_has(&self, needles: &[&str]) {
+        let mut text = String::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            text = self.audit_text();
+            if needles.iter().all(|n| text.contains(n)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the audit store lacks one of {needles:?}: {text}");
+    }
+
+    fn audit_text(&self) -> String {
+        let out = Command::new(cordon_bin())
+            .args(["audit", "tail", "-n", "500", "--json", "--store"])
+            .arg(self.dir.path().join("audit.db"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(c.id() as i32).unwrap(),
+                rustix::process::Signal::TERM,
+            );
+            let _ = c.wait();
+        }
+    }
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// NDJSON lines.
+    fn lines(&self) -> Vec<Value> {
+        self.body
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// HTTP/1.0 (the server answers without chunking and closes).
+fn exchange(
+    mut s: impl Read + Write,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+    accept: Option<&str>,
+) -> Reply {
+    let data = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n", data.len());
+    if body.is_some() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(a) = accept {
+        req.push_str(&format!("Accept: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(&data);
+    let _ = s.write_all(req.as_bytes());
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Reply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            found.push(p);
+        }
+    }
+    found
+}
+
+#[test]
+fn lifecycle_through_the_cli() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let (code, out, err) = s.cli(&["create", "--preset", "low"]);
+    assert_eq!(code, 0, "{err}");
+    let sb = out.trim().to_owned();
+    assert!(sb.starts_with("sb-"), "{out}");
+    // Output as it comes, the command's exit code as ours.
+    let (code, out, err) = s.cli(&["exec", &sb, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"]);
+    assert_eq!((code, out.as_str()), (3, "hello\n"), "{err}");
+    assert!(err.contains("oops"));
+    // State survives across execs.
+    let (code, _, err) = s.cli(&["exec", &sb, "--", "sh", "-c", "echo kept > /tmp/state.txt"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = s.cli(&["exec", &sb, "--", "cat", "/tmp/state.txt"]);
+    assert_eq!(out, "kept\n");
+    let (code, out, _) = s.cli(&["--json", "show", &sb]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["state"], "running");
+    assert_eq!(v["owner"], "owner");
+    assert_eq!(v["usage"]["execs_total"], 3);
+    let (_, out, _) = s.cli(&["list"]);
+    assert!(out.contains(&sb), "{out}");
+    let (code, _, err) = s.cli(&["rm", &sb]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.cli(&["show", &sb]);
+    assert_ne!(code, 0);
+    assert!(err.contains("404"), "{err}");
+    s.audit_has(&["\"create\"", "\"exec\"", "\"delete\""]);
+}
+
+#[test]
+fn exec_json_stream_background_and_reattach() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let sb = s.create(json!({"preset": "low"}));
+    let exec = format!("/v1/sandboxes/{sb}/exec");
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sh", "-c", "printf '\\377'; echo err >&2"]})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["reason"], "exited");
+    assert_eq!(v["stdout_encoding"], "base64", "{v}");
+    assert_eq!(v["stdout"], "/w==");
+    assert_eq!(v["stderr"], "err\n");
+
+    // NDJSON: started, output with sequence numbers, exited last.
+    let stream = UnixStream::connect(&s.socket).unwrap();
+    let body = json!({"argv": ["sh", "-c", "echo a; sleep 0.2; echo b"]});
+    let r = exchange(stream, "POST", &exec, None, Some(&body), Some("application/x-ndjson"));
+    assert!(r.head.to_ascii_lowercase().contains("application/x-ndjson"), "{}", r.head);
+    let lines = r.lines();
+    assert_eq!(lines.first().unwrap()["event"], "started", "{lines:?}");
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "exited");
+    assert_eq!(last["exit_code"], 0);
+    let out: String = lines
+        .iter()
+        .filter(|l| l["event"] == "stdout")
+        .map(|l| l["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(out, "a\nb\n");
+    let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+
+    // Timeout: exit 124, the session lives on.
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sleep", "30"], "timeout": "500ms"})));
+    let v = r.json();
+    assert_eq!(v["exit_code"], 124, "{v}");
+    assert_eq!(v["timed_out"], true);
+
+    // Background: 202 at once, re-attach after it ended, from a sequence.
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sh", "-c", "echo one; echo two"], "background": true})));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let pid = r.json()["pid"].as_u64().unwrap();
+    let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output");
+    let mut all = Value::Null;
+    wait_until("the background exec ends", 20, || {
+        all = s.unix("GET", &format!("{output}?after_seq=0"), None).json();
+        all["done"] == true
+    });
+    let events = all["events"].as_array().unwrap();
+    let first_out = events.iter().find(|e| e["event"] == "stdout").unwrap()["seq"].as_u64().unwrap();
+    let rest = s.unix("GET", &format!("{output}?after_seq={first_out}"), None).json();
+    assert!(rest["events"].as_array().unwrap().iter().all(|e| e["seq"].as_u64().unwrap() > first_out));
+    let procs = s.unix("GET", &format!("/v1/sandboxes/{sb}/processes"), None).json();
+    let listed = procs["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid).cloned().unwrap();
+    assert_eq!(listed["running"], false);
+    assert_eq!(listed["argv"], json!(["sh", "-c", "echo one; echo two"]));
+
+    // stdin and signals of a background process.
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["cat"], "background": true})));
+    let pid = r.json()["pid"].as_u64().unwrap();
+    let stream = UnixStream::connect(&s.socket).unwrap();
+    let req = format!("POST /v1/sandboxes/{sb}/processes/{pid}/stdin?eof=true HTTP/1.0\r\nContent-Length: 3\r\n\r\nhi\n");
+    let mut st = stream;
+    st.write_all(req.as_bytes()).unwrap();
+    let mut reply = String::new();
+    let _ = st.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.0 204"), "{reply}");
+    let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output?after_seq=0");
+    let mut v = Value::Null;
+    wait_until("cat ends after eof", 20, || {
+        v = s.unix("GET", &output, None).json();
+        v["done"] == true
+    });
+    assert!(v.to_string().contains("\"hi\\n\""), "{v}");
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sleep", "60"], "background": true})));
+    let pid = r.json()["pid"].as_u64().unwrap();
+    let r = s.unix("POST", &format!("/v1/sandboxes/{sb}/processes/{pid}/signal"), Some(&json!({"signal": "KILL"})));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output?after_seq=0");
+    wait_until("the killed process ends", 20, || s.unix("GET", &output, None).json()["done"] == true);
+}
+
+#[test]
+fn a_client_that_goes_away_mid_stream_leaves_no_process() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let sb = s.create(json!({}));
+    let marker = format!("cordon-serve-gone-{}", std::process::id());
+    let mut stream = UnixStream::connect(&s.socket).unwrap();
+    let body = json!({"argv": ["sh", "-c", format!("sleep 1000; : {marker}")]}).to_string();
+    let req = format!(
+        "POST /v1/sandboxes/{sb}/exec HTTP/1.1\r\nHost: x\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).unwrap();
+    wait_until("the command runs", 20, || !processes_with(&marker).is_empty());
+    drop(stream);
+    wait_until("the command is killed", 30, || processes_with(&marker).is_empty());
+    let r = s.unix("GET", &format!("/v1/sandboxes/{sb}"), None);
+    assert_eq!(r.json()["state"], "running", "the session lives on");
+}
+
+#[test]
+fn tokens_see_only_their_own_sandboxes_over_tcp() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&["--listen", "127.0.0.1:0"]);
+    let a = s.token(&["--name", "agent-a", "--preset", "low", "--max-sandboxes", "1"]);
+    let b = s.token(&["--name", "agent-b", "--preset", "low"]);
+    assert_eq!(s.tcp(None, "GET", "/v1/sandboxes", None).status, 401);
+    assert_eq!(s.tcp(Some("cordon_not_a_token"), "GET", "/v1/sandboxes", None).status, 401);
+    let r = s.tcp(Some(&a), "POST", "/v1/sandboxes", Some(&json!({"preset": "low"})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let sa = r.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(r.json()["owner"], "agent-a");
+    // Token B: A's sandbox does not exist for it.
+    let path = format!("/v1/sandboxes/{sa}");
+    assert_eq!(s.tcp(Some(&b), "GET", &path, None).status, 404);
+    assert_eq!(s.tcp(Some(&b), "DELETE", &path, None).status, 404);
+    let exec = json!({"argv": ["true"]});
+    assert_eq!(s.tcp(Some(&b), "POST", &format!("{path}/exec"), Some(&exec)).status, 404);
+    assert_eq!(s.tcp(Some(&b), "GET", &format!("{path}/processes"), None).status, 404);
+    assert_eq!(s.tcp(Some(&b), "GET", "/v1/sandboxes", None).json()["sandboxes"], json!([]));
+    // A still has it, and may use it.
+    let r = s.tcp(Some(&a), "POST", &format!("{path}/exec"), Some(&json!({"argv": ["echo", "mine"]})));
+    assert_eq!(r.json()["stdout"], "mine\n");
+    // Ceilings: a preset above it, more sandboxes than allowed, host paths.
+    let r = s.tcp(Some(&b), "POST", "/v1/sandboxes", Some(&json!({"preset": "high"})));
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = s.tcp(Some(&a), "POST", "/v1/sandboxes", Some(&json!({})));
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = s.tcp(Some(&b), "POST", "/v1/sandboxes", Some(&json!({"rw": ["/etc"]})));
+    assert_eq!(r.status, 403, "{}", r.body);
+    // The owner sees every sandbox.
+    assert_eq!(s.unix("GET", &path, None).status, 200);
+    // Revocation takes effect on the running server.
+    let out = Command::new(cordon_bin())
+        .args(["token", "revoke", "agent-a"])
+        .env("CORDON_STATE_DIR", s.dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(s.tcp(Some(&a), "GET", &path, None).status, 401);
+    s.audit_has(&["\"actor\":\"agent-a\""]);
+}
+
+#[test]
+fn sandboxes_beyond_the_server_bound_get_429() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&["--max-sandboxes", "1"]);
+    s.create(json!({}));
+    let r = s.unix("POST", "/v1/sandboxes", Some(&json!({})));
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert!(r.head.to_ascii_lowercase().contains("retry-after:"), "{}", r.head);
+}
+
+#[test]
+fn hostile_input_gets_4xx_and_the_server_stays_up() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let sb = s.create(json!({}));
+    let exec = format!("/v1/sandboxes/{sb}/exec");
+    for (body, want) in [
+        (json!({"argv": []}), 400),
+        (json!({"argv": ["echo", "a\u{0}b"]}), 400),
+        (json!({"argv": ["true"], "cwd": "relative"}), 400),
+        (json!({"argv": ["true"], "env": {"A=B": "x"}}), 400),
+        (json!({"argv": "true"}), 422),
+        (json!({"argv": ["true"], "timeout": "soon"}), 400),
+    ] {
+        let r = s.unix("POST", &exec, Some(&body));
+        assert_eq!(r.status, want, "{body} -> {}", r.body);
+        assert!(r.json()["error"]["message"].as_str().is_some());
+    }
+    let r = s.unix("POST", &format!("/v1/sandboxes/{sb}/processes/99/signal"), Some(&json!({"signal": "TERM"})));
+    assert_eq!(r.status, 404);
+    let r = s.unix("POST", "/v1/sandboxes", Some(&json!({"rw": ["/definitely/not/here"]})));
+    assert_eq!(r.status, 422, "{}", r.body);
+    let mut big = UnixStream::connect(&s.socket).unwrap();
+    let _ = big.write_all(format!("POST {exec} HTTP/1.0\r\nContent-Length: 5000000\r\n\r\n").as_bytes());
+    let _ = big.write_all(&vec![b'x'; 2 << 20]);
+    let mut reply = String::new();
+    let _ = big.read_to_string(&mut reply);
+    assert!(reply.contains(" 413 "), "{reply}");
+    assert_eq!(s.unix("GET", "/v1/health", None).status, 200);
+}
+
+#[test]
+fn slowloris_is_cut_off_and_others_are_served() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&["--header-timeout", "1s"]);
+    let mut slow = UnixStream::connect(&s.socket).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut cut = false;
+    for b in b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n" {
+        if slow.write_all(&[*b]).is_err() {
+            cut = true;
+            break;
+        }
+        assert_eq!(s.unix("GET", "/v1/health", None).status, 200, "others are served meanwhile");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !cut {
+        let mut buf = String::new();
+        let _ = slow.read_to_string(&mut buf);
+        assert!(!buf.contains(" 200 "), "a trickled request was served: {buf}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(6), "cut off after the header deadline");
+}
+
+#[test]
+fn sigterm_tears_every_sandbox_down_and_removes_the_socket() {
+    if ready() {
+        return;
+    }
+    let mut s = Server::start(&[]);
+    let marker = format!("cordon-serve-term-{}", std::process::id());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let sb = s.create(json!({}));
+        let r = s.unix(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/exec"),
+            Some(&json!({"argv": ["sh", "-c", format!("setsid sleep 1000 & sleep 1000; : {marker}")], "background": true})),
+        );
+        assert_eq!(r.status, 202, "{}", r.body);
+        ids.push(sb);
+    }
+    wait_until("the commands run", 20, || processes_with(&marker).len() >= 2);
+    let helpers = children_of(s.pid());
+    let mut child = s.child.take().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "SIGTERM is a clean exit");
+    assert!(!Path::new(&s.socket).exists(), "the socket is removed");
+    wait_until("no process of any sandbox is left", 10, || processes_with(&marker).is_empty());
+    for h in helpers {
+        assert!(cgroup_dirs_with_prefix(&format!("cordon-{h}-")).is_empty(), "cgroups of helper {h} are gone");
+    }
+    let audit = s.audit_text();
+    assert!(audit.contains("\"shutdown\""), "{audit}");
+    for id in ids {
+        assert!(audit.contains(&id));
+    }
+}
