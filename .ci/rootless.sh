@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the integration tests of the `cordon` package as a non-root user.
+# Run the integration tests of the `cordon` and `cordon-session` packages
+# as a non-root user.
 #
 # As root: builds the test binaries, creates the user if it is missing
 # ($CORDON_TEST_USER, default "cordontest"), makes the binaries reachable
@@ -47,7 +48,7 @@ chmod 0050 "$group_dir"
 # Build as root (cargo and the registry cache live here); collect the
 # integration test executables from cargo's own JSON messages.
 mapfile -t bins < <(
-    cargo test -p cordon --no-run --message-format=json 2>/dev/null |
+    cargo test -p cordon -p cordon-session --no-run --message-format=json 2>/dev/null |
         python3 -c '
 import json, sys
 for line in sys.stdin:

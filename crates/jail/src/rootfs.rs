@@ -524,10 +524,11 @@ pub(crate) fn attach_late(binds: &[PlannedBind], trees: Vec<OwnedFd>) -> Result<
             None,
         )
     })?;
-    let attached = binds
-        .iter()
-        .zip(trees)
-        .try_for_each(|(b, tree)| attach(root.as_fd(), b, tree));
+    // The bind's flags on every tree (idmapped ones come without them).
+    let attached = binds.iter().zip(trees).try_for_each(|(b, tree)| {
+        set_attrs(tree.as_fd(), &b.path, bind_attrs(b), true)?;
+        attach(root.as_fd(), b, tree)
+    });
     set_attrs(root.as_fd(), Path::new("/"), readonly(), false)?;
     attached
 }

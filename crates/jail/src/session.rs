@@ -169,6 +169,10 @@ pub struct LiveSandbox {
     enforcement: Enforcement,
     pipe_owner: Option<(u32, u32)>,
     reaped: bool,
+    /// The sandbox's user and mount namespaces, opened before the init
+    /// made itself undumpable (after that only a host-privileged process
+    /// could open them), for attaching binds at claim time.
+    namespaces: Option<(OwnedFd, OwnedFd)>,
 }
 
 impl std::fmt::Debug for Groups {
@@ -243,6 +247,7 @@ impl LiveSandbox {
     pub fn end(&mut self) -> SessionEnd {
         self.control = None;
         self.proxy_listener = None;
+        self.namespaces = None;
         if !self.reaped {
             let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
             let _ = sys::wait4(self.pid, 0);
@@ -318,9 +323,12 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
         }
     };
     drop(child_ends);
+    // The child waits for the go byte: it is still dumpable now.
+    let namespaces = open_namespaces(pid);
     let released = release_child(pid, level, &identity, groups.group.as_ref(), parent.sync);
     drop(identity);
     let mut live = LiveSandbox {
+        namespaces,
         pid,
         pidfd,
         control: Some(parent.control),
@@ -347,6 +355,18 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
         ));
     }
     Ok(live)
+}
+
+fn open_namespaces(pid: libc::pid_t) -> Option<(OwnedFd, OwnedFd)> {
+    let open = |name: &str| {
+        rustix::fs::open(
+            format!("/proc/{pid}/ns/{name}").as_str(),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()
+    };
+    Some((open("user")?, open("mnt")?))
 }
 
 /// Read the init's report pipe to its end: end-of-file alone means the
@@ -561,10 +581,17 @@ impl LiveSandbox {
         let idmapped = identity.idmapped;
         let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
             .map_err(|e| JailError::io("pipe", e.into()))?;
-        let pidfd = self.pidfd.as_fd();
+        let Some((userns, mntns)) = self.namespaces.as_ref() else {
+            return Err(JailError::setup(
+                Layer::UserNamespace,
+                "the sandbox's namespaces could not be opened when it was made",
+                None,
+            ));
+        };
+        let (userns, mntns) = (userns.as_fd(), mntns.as_fd());
         let helper = sys::fork().map_err(|e| JailError::io("fork", e))?;
         let Some(helper) = helper else {
-            let code = match attach_in_sandbox(pidfd, binds, idmapped) {
+            let code = match attach_in_sandbox(userns, mntns, binds, idmapped) {
                 Ok(()) => 0,
                 Err(e) => {
                     let _ = sys::write_all_fd(wr.as_raw_fd(), e.to_string().as_bytes());
@@ -601,7 +628,8 @@ impl LiveSandbox {
 /// In the bind helper: copy the binds' sources, join the sandbox's mount
 /// namespace and attach them there.
 fn attach_in_sandbox(
-    pidfd: BorrowedFd<'_>,
+    userns: BorrowedFd<'_>,
+    mntns: BorrowedFd<'_>,
     binds: &[LateBind],
     idmapped: Vec<OwnedFd>,
 ) -> Result<()> {
@@ -610,22 +638,22 @@ fn attach_in_sandbox(
         move |e: std::io::Error| JailError::io(what, e)
     };
     let trees = if idmapped.is_empty() {
-        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER)
-            .map_err(io("join the sandbox's user namespace"))?;
+        sys::setns(userns, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
         crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
-        // One more than the init's own.
-        set_own_mnt_namespaces(2)?;
-        let made = sys::unshare(libc::CLONE_NEWNS).map_err(io("unshare the mount namespace"));
+        // Beyond the init's own: this helper's, and one anonymous
+        // namespace per copy (open_tree makes one).
+        set_own_mnt_namespaces(2 + binds.len() as u64)?;
+        let made = sys::unshare(libc::CLONE_NEWNS)
+            .map_err(io("unshare the mount namespace"))
+            .and_then(|()| crate::rootfs::clone_all(binds));
         set_own_mnt_namespaces(0)?;
-        made?;
-        crate::rootfs::clone_all(binds)?
+        made?
     } else {
-        sys::setns_pidfd(pidfd, libc::CLONE_NEWUSER)
-            .map_err(io("join the sandbox's user namespace"))?;
+        sys::setns(userns, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
         crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
         idmapped
     };
-    sys::setns_pidfd(pidfd, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
+    sys::setns(mntns, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
     crate::rootfs::attach_late(binds, trees)
 }
 

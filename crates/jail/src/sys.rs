@@ -136,12 +136,11 @@ pub(crate) fn mount_clear_rdonly(fd: BorrowedFd<'_>) -> io::Result<()> {
     setattr(fd, &attr, false)
 }
 
-/// `setns(2)` into the namespaces `flags` names of the process `pidfd`
-/// refers to.
-pub(crate) fn setns_pidfd(pidfd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
+/// `setns(2)` into the namespace `fd` refers to (`flags`: its kind).
+pub(crate) fn setns(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
     // SAFETY: setns with a live descriptor and integer flags; only called
     // in a single-threaded helper process.
-    if unsafe { libc::setns(pidfd.as_raw_fd(), flags) } == -1 {
+    if unsafe { libc::setns(fd.as_raw_fd(), flags) } == -1 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

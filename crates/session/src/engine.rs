@@ -29,6 +29,10 @@ pub struct EngineConfig {
     /// Output kept per process for re-attaching (bytes); older output is
     /// dropped first.
     pub event_buffer: usize,
+    /// The warm pool: sandboxes built ahead from this spec's shape
+    /// (crate::pool), claimed by creates whose spec differs from it only
+    /// in what can be given late.
+    pub pool: Option<crate::pool::PoolConfig>,
 }
 
 impl Default for EngineConfig {
@@ -37,6 +41,7 @@ impl Default for EngineConfig {
             max_sessions: 1000,
             max_execs_per_session: 64,
             event_buffer: 4 << 20,
+            pool: None,
         }
     }
 }
@@ -119,62 +124,117 @@ struct Inner {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Sessions being created (counted against the capacity).
     pending: AtomicU64,
+    pool: crate::pool::Pool,
 }
 
 impl Engine {
     /// Start the engine on a spawner forked earlier (inside a tokio
     /// runtime).
     pub fn new(spawner: Spawner, config: EngineConfig) -> Result<Engine> {
-        Ok(Engine {
+        let pool = crate::pool::Pool::new(config.pool.clone());
+        let engine = Engine {
             inner: Arc::new(Inner {
                 config,
                 spawner: Mutex::new(spawner.socket),
                 sessions: Mutex::new(HashMap::new()),
                 pending: AtomicU64::new(0),
+                pool,
             }),
-        })
+        };
+        if engine.inner.pool.enabled() {
+            let refill = engine.clone();
+            tokio::spawn(async move { refill.refill_pool().await });
+        }
+        Ok(engine)
     }
 
-    pub fn config(&self) -> &EngineConfig {
-        &self.inner.config
+    /// The warm pool's counters.
+    pub fn pool_stats(&self) -> crate::pool::PoolStats {
+        self.inner.pool.stats()
     }
 
-    /// Build a sandbox and keep it as a session.
-    pub async fn create(&self, req: CreateSession) -> Result<Arc<Session>> {
-        let _slot = self.reserve()?;
+    /// Keep the pool at its target: build whenever it is short.
+    async fn refill_pool(&self) {
+        loop {
+            while self.inner.pool.short() {
+                let started = Instant::now();
+                match self.build(self.inner.pool.base_spec()).await {
+                    Ok(parts) => self.inner.pool.put(parts, started.elapsed()),
+                    Err(e) => {
+                        tracing::warn!("cannot build a pooled sandbox: {e}");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+            self.inner.pool.wait_for_claim().await;
+        }
+    }
+
+    /// Ask the spawner for a sandbox built from `spec`.
+    async fn build(&self, spec: cordon_jail::Spec) -> Result<Parts> {
         let id = new_id("sb");
         let max_execs = self.inner.config.max_execs_per_session as u64;
         let request = Request::Create {
             id: id.clone(),
-            spec: Box::new(req.spec.clone()),
+            spec: Box::new(spec),
             max_execs,
         };
         let (reply, fds) = self.ask(request).await?;
-        let created = match reply {
+        match reply {
             Reply::Created {
                 pid,
                 proxy,
                 cgroup_dirs,
                 pipe_owner,
                 ..
-            } => (pid, proxy, cgroup_dirs, pipe_owner),
-            Reply::Failed {
-                layer: Some(layer),
-                message,
-                fix,
-            } => {
-                return Err(SessionError::Jail(cordon_jail::JailError::Setup {
-                    layer,
-                    message,
-                    fix,
-                }))
-            }
-            Reply::Failed { message, .. } => return Err(SessionError::SpawnerGone(message)),
-            Reply::Destroyed { .. } => {
-                return Err(SessionError::SpawnerGone("unexpected reply".into()))
-            }
+            } => Parts::receive(id, pid, proxy, cgroup_dirs, pipe_owner, fds, self.inner.config.max_execs_per_session),
+            other => Err(failure(other)),
+        }
+    }
+
+    /// Give a pooled sandbox the request's binds and limits.
+    async fn claim(&self, parts: &Parts, spec: &cordon_jail::Spec) -> Result<()> {
+        let request = Request::Claim {
+            id: parts.id.clone(),
+            spec: Box::new(spec.clone()),
         };
-        let session = Session::assemble(id.clone(), req, &self.inner.config, created, fds)?;
+        match self.ask(request).await?.0 {
+            Reply::Claimed { config } => parts.control.configure(config).await,
+            other => Err(failure(other)),
+        }
+    }
+
+    /// Throw a sandbox away that never became a session.
+    async fn discard(&self, parts: Parts) {
+        parts.control.close();
+        let _ = self.ask(Request::Destroy { id: parts.id.clone() }).await;
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Build a sandbox (or claim a pooled one) and keep it as a session.
+    pub async fn create(&self, req: CreateSession) -> Result<Arc<Session>> {
+        let _slot = self.reserve()?;
+        let mut dead = Vec::new();
+        let pooled = self.inner.pool.take(&req.spec, &mut dead);
+        for parts in dead {
+            self.discard(parts).await;
+        }
+        let parts = match pooled {
+            Some(parts) => match self.claim(&parts, &req.spec).await {
+                Ok(()) => parts,
+                Err(e) => {
+                    // Half-given: never used for anything else.
+                    self.discard(parts).await;
+                    return Err(e);
+                }
+            },
+            None => self.build(req.spec.clone()).await?,
+        };
+        let session = Session::assemble(req, &self.inner.config, parts);
+        let id = session.id().to_owned();
         self.inner
             .sessions
             .lock()
@@ -266,6 +326,9 @@ impl Engine {
 
     /// Tear every session down (SIGTERM of the server).
     pub async fn shutdown(&self) -> Vec<Teardown> {
+        for parts in self.inner.pool.drain() {
+            self.discard(parts).await;
+        }
         let mut done = Vec::new();
         for session in self.sessions() {
             if let Ok(t) = self.destroy(session.id(), EndCause::Shutdown).await {
@@ -282,6 +345,23 @@ struct PendingSlot(Arc<Inner>);
 impl Drop for PendingSlot {
     fn drop(&mut self) {
         self.0.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A reply other than the one asked for, as an error.
+fn failure(reply: Reply) -> SessionError {
+    match reply {
+        Reply::Failed {
+            layer: Some(layer),
+            message,
+            fix,
+        } => SessionError::Jail(cordon_jail::JailError::Setup {
+            layer,
+            message,
+            fix,
+        }),
+        Reply::Failed { message, .. } => SessionError::SpawnerGone(message),
+        other => SessionError::SpawnerGone(format!("unexpected reply: {other:?}")),
     }
 }
 
@@ -329,6 +409,7 @@ pub struct Session {
 }
 
 impl Session {
+<<<<<<< HEAD
     fn assemble(
         id: String,
         req: CreateSession,
@@ -351,25 +432,30 @@ impl Session {
         };
         Ok(Arc::new(Session {
             id,
+=======
+    fn assemble(req: CreateSession, config: &EngineConfig, parts: Parts) -> Arc<Session> {
+        Arc::new(Session {
+            id: parts.id,
+>>>>>>> 39e562e (session: the warm pool)
             owner: req.owner,
             spec: req.spec,
             created: SystemTime::now(),
             started: Instant::now(),
             idle_timeout: req.idle_timeout,
             ttl: req.ttl,
-            pid,
-            pidfd,
-            cgroup_dirs,
-            pipe_owner,
-            control: Control::new(control, config.max_execs_per_session)?,
-            proxy_listener: Mutex::new(proxy_listener),
+            pid: parts.pid,
+            pidfd: parts.pidfd,
+            cgroup_dirs: parts.cgroup_dirs,
+            pipe_owner: parts.pipe_owner,
+            control: parts.control,
+            proxy_listener: Mutex::new(parts.proxy_listener),
             last_active_ms: AtomicU64::new(0),
             ended: Mutex::new(None),
             end_signal: tokio::sync::Notify::new(),
             processes: Mutex::new(Vec::new()),
             next_process: AtomicU64::new(1),
             event_buffer: config.event_buffer,
-        }))
+        })
     }
 
     pub fn id(&self) -> &str {
@@ -581,4 +667,51 @@ fn merged_env(base: &[(String, String)], extra: &[(String, String)]) -> Vec<(Str
         .collect();
     env.extend(extra.iter().cloned());
     env
+}
+
+/// A built sandbox as the engine holds it, before it is a session.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    pub(crate) id: String,
+    pid: i32,
+    pub(crate) pidfd: OwnedFd,
+    control: Arc<Control>,
+    proxy_listener: Option<std::net::TcpListener>,
+    cgroup_dirs: Vec<PathBuf>,
+    pipe_owner: Option<(u32, u32)>,
+}
+
+impl Parts {
+    fn receive(
+        id: String,
+        pid: i32,
+        proxy: bool,
+        cgroup_dirs: Vec<PathBuf>,
+        pipe_owner: Option<(u32, u32)>,
+        fds: Vec<OwnedFd>,
+        max_execs: usize,
+    ) -> Result<Parts> {
+        let mut fds = fds.into_iter();
+        let (Some(pidfd), Some(control)) = (fds.next(), fds.next()) else {
+            return Err(SessionError::SpawnerGone(
+                "the sandbox's descriptors did not arrive".into(),
+            ));
+        };
+        let proxy_listener = if proxy {
+            Some(std::net::TcpListener::from(fds.next().ok_or_else(|| {
+                SessionError::SpawnerGone("the proxy listener did not arrive".into())
+            })?))
+        } else {
+            None
+        };
+        Ok(Parts {
+            id,
+            pid,
+            pidfd,
+            control: Control::new(control, max_execs)?,
+            proxy_listener,
+            cgroup_dirs,
+            pipe_owner,
+        })
+    }
 }

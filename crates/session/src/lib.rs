@@ -27,6 +27,7 @@ mod context;
 mod control;
 mod engine;
 pub mod files;
+mod pool;
 mod process;
 mod random;
 mod spawner;
@@ -37,4 +38,5 @@ pub use engine::{
     SessionUsage, Teardown,
 };
 pub use process::{Event, EventKind, ExecRequest, ExecUsage, ExitInfo, ExitReason, StreamName};
+pub use pool::{PoolConfig, PoolStats};
 pub use spawner::Spawner;

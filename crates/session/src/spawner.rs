@@ -34,6 +34,7 @@ const REAP_INTERVAL: Duration = Duration::from_millis(200);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Request {
+<<<<<<< HEAD
     Create {
         id: String,
         spec: Box<Spec>,
@@ -42,6 +43,12 @@ pub(crate) enum Request {
     Destroy {
         id: String,
     },
+=======
+    Create { id: String, spec: Box<Spec>, max_execs: u64 },
+    Destroy { id: String },
+    /// Give a pooled sandbox its request's binds and limits.
+    Claim { id: String, spec: Box<Spec> },
+>>>>>>> 39e562e (session: the warm pool)
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -63,6 +70,9 @@ pub(crate) enum Reply {
     },
     Destroyed {
         groups_removed: bool,
+    },
+    Claimed {
+        config: cordon_jail::session::LateConfig,
     },
 }
 
@@ -178,6 +188,20 @@ fn handle(
             }
             Err(e) => write_frame(socket, &failed(e), &[]),
         },
+        Request::Claim { id, spec } => {
+            let reply = match live.get_mut(&id) {
+                Some(sandbox) => match sandbox.claim(&spec) {
+                    Ok(config) => Reply::Claimed { config },
+                    Err(e) => failed(e),
+                },
+                None => Reply::Failed {
+                    layer: None,
+                    message: format!("no sandbox {id}"),
+                    fix: None,
+                },
+            };
+            write_frame(socket, &reply, &[])
+        }
         Request::Destroy { id } => {
             let groups_removed = live.remove(&id).is_none_or(|mut s| s.end().groups_removed);
             write_frame(socket, &Reply::Destroyed { groups_removed }, &[])

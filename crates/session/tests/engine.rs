@@ -222,8 +222,145 @@ async fn sessions_do_not_share_tmp(engine: &Engine) {
     assert!(engine.sessions().is_empty());
 }
 
+/// A pooled sandbox built without binds takes the request's declared
+/// paths (writable and read-only, reachable through Landlock, which was
+/// computed for the base) and limits at claim time.
+async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
+    let host = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rw = host.path().join("rw");
+    let ro = host.path().join("ro");
+    std::fs::create_dir_all(&rw).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ro).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ro.join("given"), "from the host").unwrap_or_else(|e| panic!("{e}"));
+    let mut s = spec();
+    s.binds.push(cordon_jail::Bind {
+        path: rw.clone(),
+        writable: true,
+    });
+    s.binds.push(cordon_jail::Bind {
+        path: ro.clone(),
+        writable: false,
+    });
+    s.limits.pids = Some(12);
+    let before = engine.pool_stats();
+    let sb = engine
+        .create(CreateSession {
+            spec: s,
+            idle_timeout: None,
+            ttl: None,
+            owner: "t".into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert_eq!(
+        engine.pool_stats().hits,
+        before.hits + 1,
+        "served from the pool: {before:?} {:?}",
+        engine.pool_stats()
+    );
+    let (exit, _, err) = run(
+        &sb,
+        &["sh", "-c", &format!("echo out > {}/made", rw.display())],
+    )
+    .await;
+    assert_eq!(exit.exit_code, 0, "a late writable bind is writable: {err}");
+    assert_eq!(
+        std::fs::read_to_string(rw.join("made")).unwrap_or_default(),
+        "out\n"
+    );
+    let (_, out, _) = run(&sb, &["cat", &format!("{}/given", ro.display())]).await;
+    assert_eq!(out, "from the host");
+    let (exit, ..) = run(
+        &sb,
+        &["sh", "-c", &format!("echo x > {}/given", ro.display())],
+    )
+    .await;
+    assert_ne!(exit.exit_code, 0, "a late read-only bind is read-only");
+    assert_eq!(
+        std::fs::read_to_string(ro.join("given")).unwrap_or_default(),
+        "from the host"
+    );
+    let (_, _, err) = run(
+        &sb,
+        &["sh", "-c", "for i in $(seq 30); do sleep 3 & done; wait"],
+    )
+    .await;
+    assert!(
+        !err.is_empty(),
+        "the claimed pids limit stops the 30 sleeps"
+    );
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Each pooled sandbox serves one session: what one left in /tmp is not
+/// in the next, and a different shape is built fresh.
+async fn pool_items_are_single_use(engine: &Engine) {
+    let a = create(engine).await;
+    run(
+        &a,
+        &[
+            "sh",
+            "-c",
+            "echo left > /tmp/left; echo $(hostname) > /dev/null",
+        ],
+    )
+    .await;
+    engine
+        .destroy(a.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = create(engine).await;
+    assert_ne!(a.id(), b.id());
+    let (exit, ..) = run(&b, &["test", "-e", "/tmp/left"]).await;
+    assert_eq!(exit.exit_code, 1, "the next session starts clean");
+    let misses = engine.pool_stats().misses;
+    let mut other = spec();
+    other.tmp_size *= 2;
+    let c = engine
+        .create(CreateSession {
+            spec: other,
+            idle_timeout: None,
+            ttl: None,
+            owner: "t".into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        engine.pool_stats().misses,
+        misses + 1,
+        "another shape is a miss"
+    );
+    let (exit, ..) = run(&c, &["true"]).await;
+    assert_eq!(exit.exit_code, 0);
+    engine.shutdown().await;
+}
+
+/// The cases, for `--list` (the CI's rootless pass asks every test binary).
+const CASES: &[&str] = &[
+    "output_exit_code_and_state_across_execs",
+    "timeout_kills_the_tree_not_the_session",
+    "reattach_after_exit",
+    "destroy_leaves_nothing",
+    "sessions_do_not_share_tmp",
+    "pool_claim_gives_binds_and_limits",
+    "pool_items_are_single_use",
+];
+
 fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        for case in CASES {
+            println!("{case}: test");
+        }
+        return;
+    }
     let spawner = match Spawner::fork() {
+        Ok(s) => s,
+        Err(e) => panic!("fork the spawner: {e}"),
+    };
+    let pooled_spawner = match Spawner::fork() {
         Ok(s) => s,
         Err(e) => panic!("fork the spawner: {e}"),
     };
@@ -246,9 +383,12 @@ fn main() {
             return;
         }
         macro_rules! case {
-            ($f:ident) => {{
+            ($f:ident) => {
+                case!($f, &engine)
+            };
+            ($f:ident, $engine:expr) => {{
                 print!("test {} ... ", stringify!($f));
-                $f(&engine).await;
+                $f($engine).await;
                 println!("ok");
             }};
         }
@@ -257,5 +397,31 @@ fn main() {
         case!(reattach_after_exit);
         case!(destroy_leaves_nothing);
         case!(sessions_do_not_share_tmp);
+
+        let pooled = Engine::new(
+            pooled_spawner,
+            EngineConfig {
+                pool: Some(cordon_session::PoolConfig {
+                    base: spec(),
+                    size: 2,
+                    auto: false,
+                }),
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..200 {
+            if pooled.pool_stats().ready == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(pooled.pool_stats().ready, 2, "the pool fills");
+        case!(pool_claim_gives_binds_and_limits, &pooled);
+        case!(pool_items_are_single_use, &pooled);
+        println!(
+            "test result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out",
+            CASES.len()
+        );
     });
 }

@@ -1,0 +1,247 @@
+//! The warm pool: sandboxes built ahead of time from a base spec, each
+//! claimed by exactly one session and destroyed with it.
+//!
+//! What a request may change at claim time: its declared paths (attached
+//! into the built root), memory and process limits (the cgroup), the rest
+//! of the limits (rlimits, set per exec), the environment and working
+//! directory (per exec), and the egress rules and secrets' placeholders
+//! (the proxy runs outside the sandbox). Everything else was fixed when
+//! the sandbox was built (network mode, scratch sizes, hostname, kernel
+//! budgets, overlay files such as a secret's CA bundle): a request that
+//! differs there is built fresh, a miss.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Parts;
+
+/// How the pool is kept.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The shape pooled sandboxes are built from.
+    pub base: cordon_jail::Spec,
+    /// How many are kept ready (the most, when `auto`).
+    pub size: usize,
+    /// Size the pool from the claim rate: enough to cover the claims that
+    /// arrive while one sandbox is built, twice over, at least one.
+    pub auto: bool,
+}
+
+/// The pool's counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PoolStats {
+    pub enabled: bool,
+    pub ready: usize,
+    pub target: usize,
+    pub hits: u64,
+    pub misses: u64,
+    /// Pooled sandboxes thrown away because their init had died.
+    pub discarded: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Pool {
+    config: Option<PoolConfig>,
+    ready: Mutex<VecDeque<Parts>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    discarded: AtomicU64,
+    claimed: tokio::sync::Notify,
+    /// When recent claims happened (for `auto`).
+    claims: Mutex<VecDeque<Instant>>,
+    /// Mean build time in microseconds (for `auto`).
+    build_us: AtomicU64,
+}
+
+/// The window the claim rate is measured over.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+
+impl Pool {
+    pub(crate) fn new(config: Option<PoolConfig>) -> Pool {
+        Pool {
+            config: config.filter(|c| c.size > 0),
+            ready: Mutex::new(VecDeque::new()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+            claimed: tokio::sync::Notify::new(),
+            claims: Mutex::new(VecDeque::new()),
+            build_us: AtomicU64::new(10_000),
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.config.is_some()
+    }
+
+    pub(crate) fn base_spec(&self) -> cordon_jail::Spec {
+        self.config
+            .as_ref()
+            .map(|c| c.base.clone())
+            .unwrap_or_else(|| cordon_jail::Spec::new(Vec::new(), "/".into()))
+    }
+
+    /// How many should be ready now.
+    fn target(&self) -> usize {
+        let Some(config) = &self.config else {
+            return 0;
+        };
+        if !config.auto {
+            return config.size;
+        }
+        let now = Instant::now();
+        let recent = self.claims.lock().map_or(0, |mut c| {
+            while c.front().is_some_and(|t| now.duration_since(*t) > RATE_WINDOW) {
+                c.pop_front();
+            }
+            c.len()
+        });
+        let per_second = recent as f64 / RATE_WINDOW.as_secs_f64();
+        let build = self.build_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let wanted = (per_second * build * 2.0).ceil() as usize + 1;
+        wanted.clamp(1, config.size)
+    }
+
+    pub(crate) fn short(&self) -> bool {
+        self.enabled() && self.ready.lock().map_or(0, |r| r.len()) < self.target()
+    }
+
+    /// Add a sandbox just built (it took `took`).
+    pub(crate) fn put(&self, parts: Parts, took: Duration) {
+        let us = took.as_micros() as u64;
+        let old = self.build_us.load(Ordering::Relaxed);
+        self.build_us.store((old * 7 + us) / 8, Ordering::Relaxed);
+        if let Ok(mut ready) = self.ready.lock() {
+            ready.push_back(parts);
+        }
+    }
+
+    /// A ready sandbox for `spec`, if the pool has one of its shape.
+    /// Sandboxes whose init died are handed back in `dead` for disposal.
+    pub(crate) fn take(&self, spec: &cordon_jail::Spec, dead: &mut Vec<Parts>) -> Option<Parts> {
+        let config = self.config.as_ref()?;
+        if let Ok(mut c) = self.claims.lock() {
+            c.push_back(Instant::now());
+        }
+        if !same_shape(&config.base, spec) {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let mut found = None;
+        if let Ok(mut ready) = self.ready.lock() {
+            while let Some(parts) = ready.pop_front() {
+                if exited(&parts) {
+                    self.discarded.fetch_add(1, Ordering::Relaxed);
+                    dead.push(parts);
+                } else {
+                    found = Some(parts);
+                    break;
+                }
+            }
+        }
+        match found {
+            Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
+            None => self.misses.fetch_add(1, Ordering::Relaxed),
+        };
+        self.claimed.notify_one();
+        found
+    }
+
+    /// Resolves after the next claim (time to refill).
+    pub(crate) async fn wait_for_claim(&self) {
+        tokio::select! {
+            _ = self.claimed.notified() => {}
+            // The target of an `auto` pool falls as claims age.
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+
+    pub(crate) fn drain(&self) -> Vec<Parts> {
+        self.ready
+            .lock()
+            .map(|mut r| r.drain(..).collect())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        PoolStats {
+            enabled: self.enabled(),
+            ready: self.ready.lock().map_or(0, |r| r.len()),
+            target: self.target(),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            discarded: self.discarded.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether the init of a pooled sandbox has exited.
+fn exited(parts: &Parts) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &parts.pidfd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0))
+}
+
+/// Whether `spec` differs from `base` only in what a claim can give.
+pub(crate) fn same_shape(base: &cordon_jail::Spec, spec: &cordon_jail::Spec) -> bool {
+    if !spec.files.is_empty() || !spec.staged.is_empty() || spec.observe {
+        return false;
+    }
+    let normalize = |s: &cordon_jail::Spec| {
+        let mut s = s.clone();
+        s.argv.clear();
+        s.env.clear();
+        s.cwd = "/".into();
+        s.binds.clear();
+        let kernel = s.limits.kernel;
+        s.limits = cordon_jail::Limits {
+            kernel,
+            ..cordon_jail::Limits::default()
+        };
+        serde_json::to_value(&s).ok()
+    };
+    normalize(base) == normalize(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_fields_keep_the_shape_and_built_ones_do_not() {
+        let base = cordon_jail::Spec::new(Vec::new(), "/tmp".into());
+        let mut late = base.clone();
+        late.binds.push(cordon_jail::Bind {
+            path: "/srv".into(),
+            writable: true,
+        });
+        late.env.push(("K".into(), "V".into()));
+        late.limits.memory = Some(1 << 30);
+        late.limits.pids = Some(7);
+        late.cwd = "/srv".into();
+        assert!(same_shape(&base, &late));
+
+        let mut net = base.clone();
+        net.network = cordon_jail::NetworkMode::Proxy;
+        assert!(!same_shape(&base, &net), "the network mode is built in");
+        let mut tmp = base.clone();
+        tmp.tmp_size *= 2;
+        assert!(!same_shape(&base, &tmp), "scratch sizes are built in");
+        let mut files = base.clone();
+        files.files.push(cordon_jail::FileOverlay {
+            path: "/etc/ssl/certs/ca-certificates.crt".into(),
+            contents: b"x".to_vec(),
+        });
+        assert!(!same_shape(&base, &files), "overlay files are built in");
+    }
+}
