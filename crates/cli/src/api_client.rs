@@ -19,7 +19,11 @@ pub struct Client {
 /// The socket: `--socket`, else `CORDON_SOCKET`, else the server's default.
 pub fn socket_path(flag: Option<&Path>) -> PathBuf {
     flag.map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("CORDON_SOCKET").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .or_else(|| {
+            std::env::var_os("CORDON_SOCKET")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(cordon_server::paths::default_socket)
 }
 
@@ -49,7 +53,10 @@ impl Client {
         accept: Option<&str>,
         body: Vec<u8>,
     ) -> anyhow::Result<Response<Incoming>> {
-        let mut req = Request::builder().method(method).uri(path).header("host", "cordon");
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "cordon");
         if let Some(ct) = content_type {
             req = req.header("content-type", ct);
         }
@@ -57,14 +64,29 @@ impl Client {
             req = req.header("accept", a);
         }
         let req = req.body(Full::new(Bytes::from(body)))?;
-        self.sender.ready().await.context("the server closed the connection")?;
-        Ok(self.sender.send_request(req).await.context("the request failed")?)
+        self.sender
+            .ready()
+            .await
+            .context("the server closed the connection")?;
+        Ok(self
+            .sender
+            .send_request(req)
+            .await
+            .context("the request failed")?)
     }
 
     /// A JSON request; a JSON answer (`Value::Null` for 204). An error
     /// answer becomes an error with the server's message and fix.
-    pub async fn json(&mut self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let bytes = body.map(serde_json::to_vec).transpose()?.unwrap_or_default();
+    pub async fn json(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Value> {
+        let bytes = body
+            .map(serde_json::to_vec)
+            .transpose()?
+            .unwrap_or_default();
         let ct = body.map(|_| "application/json");
         let resp = self.send(method, path, ct, None, bytes).await?;
         let status = resp.status();
@@ -83,7 +105,10 @@ pub fn check(status: StatusCode, body: &[u8]) -> anyhow::Result<()> {
         return Ok(());
     }
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let msg = v["error"]["message"].as_str().map(str::to_owned).unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let msg = v["error"]["message"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
     match v["error"]["fix"].as_str() {
         Some(fix) => bail!("{} {msg} ({fix})", status.as_u16()),
         None => bail!("{} {msg}", status.as_u16()),

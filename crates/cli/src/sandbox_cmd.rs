@@ -28,7 +28,9 @@ pub struct SandboxArgs {
 #[derive(Debug, Subcommand)]
 enum SandboxCommand {
     /// Make a sandbox; prints its id.
-    #[command(after_help = "Examples:\n  SB=$(cordon sandbox create --preset low)\n  cordon sandbox create --preset medium --allow-net pypi.org --allow-net files.pythonhosted.org --memory 1G --ttl 1h")]
+    #[command(
+        after_help = "Examples:\n  SB=$(cordon sandbox create --preset low)\n  cordon sandbox create --preset medium --allow-net pypi.org --allow-net files.pythonhosted.org --memory 1G --ttl 1h"
+    )]
     Create(CreateArgs),
     /// List the sandboxes.
     #[command(after_help = "Examples:\n  cordon sandbox list\n  cordon sandbox list --json")]
@@ -37,10 +39,14 @@ enum SandboxCommand {
     #[command(after_help = "Examples:\n  cordon sandbox show $SB --json")]
     Show { id: String },
     /// Run a command in a sandbox; prints its output and exits with its code.
-    #[command(after_help = "Examples:\n  cordon sandbox exec $SB -- pip install requests\n  cordon sandbox exec $SB --timeout 30s --cwd /tmp -- python3 -c 'print(6*7)'\n  echo hi | cordon sandbox exec $SB --stdin -- cat")]
+    #[command(
+        after_help = "Examples:\n  cordon sandbox exec $SB -- pip install requests\n  cordon sandbox exec $SB --timeout 30s --cwd /tmp -- python3 -c 'print(6*7)'\n  echo hi | cordon sandbox exec $SB --stdin -- cat"
+    )]
     Exec(ExecArgs),
     /// Copy a file into or out of a sandbox (SB:/path names the sandbox side).
-    #[command(after_help = "Examples:\n  cordon sandbox cp ./data.csv $SB:/tmp/data.csv\n  cordon sandbox cp $SB:/tmp/out.json ./out.json")]
+    #[command(
+        after_help = "Examples:\n  cordon sandbox cp ./data.csv $SB:/tmp/data.csv\n  cordon sandbox cp $SB:/tmp/out.json ./out.json"
+    )]
     Cp { from: String, to: String },
     /// Tear sandboxes down.
     #[command(after_help = "Examples:\n  cordon sandbox rm $SB")]
@@ -107,7 +113,11 @@ fn env_map(pairs: &[String]) -> anyhow::Result<Value> {
 }
 
 fn url_id(id: &str) -> anyhow::Result<&str> {
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+    if id.is_empty()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
         bail!("'{id}' is not a sandbox id (`cordon sandbox list` shows them)");
     }
     Ok(id)
@@ -130,7 +140,12 @@ async fn dispatch(args: SandboxArgs) -> anyhow::Result<u8> {
             let mut body = json!({
                 "allow_net": c.allow_net, "rw": c.rw, "ro": c.ro, "env": env_map(&c.env)?,
             });
-            for (k, v) in [("preset", c.preset), ("memory", c.memory), ("idle_timeout", c.idle_timeout), ("ttl", c.ttl)] {
+            for (k, v) in [
+                ("preset", c.preset),
+                ("memory", c.memory),
+                ("idle_timeout", c.idle_timeout),
+                ("ttl", c.ttl),
+            ] {
                 if let Some(v) = v {
                     body[k] = Value::String(v);
                 }
@@ -138,7 +153,9 @@ async fn dispatch(args: SandboxArgs) -> anyhow::Result<u8> {
             if let Some(p) = c.pids {
                 body["pids"] = json!(p);
             }
-            let sb = client.json(Method::POST, "/v1/sandboxes", Some(&body)).await?;
+            let sb = client
+                .json(Method::POST, "/v1/sandboxes", Some(&body))
+                .await?;
             print_or(json_out, &sb, || sb["id"].as_str().unwrap_or("").to_owned());
         }
         SandboxCommand::List => {
@@ -148,16 +165,34 @@ async fn dispatch(args: SandboxArgs) -> anyhow::Result<u8> {
                     .as_array()
                     .map(|a| a.iter().map(summary).collect())
                     .unwrap_or_default();
-                if rows.is_empty() { "no sandboxes".into() } else { rows.join("\n") }
+                if rows.is_empty() {
+                    "no sandboxes".into()
+                } else {
+                    rows.join("\n")
+                }
             });
         }
         SandboxCommand::Show { id } => {
-            let sb = client.json(Method::GET, &format!("/v1/sandboxes/{}", url_id(&id)?), None).await?;
-            print_or(json_out, &sb, || serde_json::to_string_pretty(&sb).unwrap_or_default());
+            let sb = client
+                .json(
+                    Method::GET,
+                    &format!("/v1/sandboxes/{}", url_id(&id)?),
+                    None,
+                )
+                .await?;
+            print_or(json_out, &sb, || {
+                serde_json::to_string_pretty(&sb).unwrap_or_default()
+            });
         }
         SandboxCommand::Rm { ids } => {
             for id in ids {
-                client.json(Method::DELETE, &format!("/v1/sandboxes/{}", url_id(&id)?), None).await?;
+                client
+                    .json(
+                        Method::DELETE,
+                        &format!("/v1/sandboxes/{}", url_id(&id)?),
+                        None,
+                    )
+                    .await?;
                 if !json_out {
                     eprintln!("removed {id}");
                 }
@@ -206,7 +241,13 @@ async fn exec(client: &mut Client, e: ExecArgs, json_out: bool) -> anyhow::Resul
     }
     let path = format!("/v1/sandboxes/{}/exec", url_id(&e.id)?);
     let resp = client
-        .send(Method::POST, &path, Some("application/json"), Some("application/x-ndjson"), serde_json::to_vec(&body)?)
+        .send(
+            Method::POST,
+            &path,
+            Some("application/json"),
+            Some("application/x-ndjson"),
+            serde_json::to_vec(&body)?,
+        )
         .await?;
     let status = resp.status();
     if !status.is_success() {
@@ -219,11 +260,14 @@ async fn exec(client: &mut Client, e: ExecArgs, json_out: bool) -> anyhow::Resul
     let mut code = 0u8;
     while let Some(frame) = body.frame().await {
         let frame = frame.context("the stream broke off")?;
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         pending.extend_from_slice(&data);
         while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=nl).collect();
-            let event: Value = serde_json::from_slice(&line).context("a line of the stream is not JSON")?;
+            let event: Value =
+                serde_json::from_slice(&line).context("a line of the stream is not JSON")?;
             if json_out {
                 println!("{event}");
             }
@@ -241,7 +285,9 @@ fn handle_event(event: &Value, json_out: bool) -> anyhow::Result<Option<u8>> {
         let text = event["data"].as_str().unwrap_or("");
         if event["encoding"] == "base64" {
             use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD.decode(text).unwrap_or_default()
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .unwrap_or_default()
         } else {
             text.as_bytes().to_vec()
         }
@@ -316,9 +362,14 @@ async fn copy(client: &mut Client, from: &str, to: &str) -> anyhow::Result<()> {
 }
 
 fn write_atomically(to: &Path, data: &[u8]) -> anyhow::Result<()> {
-    let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
+    let dir = to
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
     tmp.write_all(data)?;
-    tmp.persist(to).with_context(|| format!("cannot write {}", to.display()))?;
+    tmp.persist(to)
+        .with_context(|| format!("cannot write {}", to.display()))?;
     Ok(())
 }

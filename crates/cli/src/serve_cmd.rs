@@ -11,7 +11,9 @@ use anyhow::Context;
 use clap::Args;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help")]
+#[command(
+    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
+)]
 pub struct ServeArgs {
     /// Also listen on this TCP address (every request needs a token).
     #[arg(long, value_name = "ADDR")]
@@ -94,8 +96,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         argv: std::env::args().collect(),
     };
     // Before any thread exists.
-    let spawner = cordon_session::Spawner::fork()
-        .context("cannot start the sandbox spawner (`cordon doctor` shows what this host can enforce)")?;
+    let spawner = cordon_session::Spawner::fork().context(
+        "cannot start the sandbox spawner (`cordon doctor` shows what this host can enforce)",
+    )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

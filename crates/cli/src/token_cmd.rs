@@ -7,7 +7,9 @@ use cordon_server::tokens::{Ceiling, TokenStore};
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Make a token and print it (once: only its hash is kept).
-    #[command(after_help = "Examples:\n  cordon token create --name ci-agent --preset low --max-sandboxes 20\n  cordon token create --name scraper --preset medium --allow-net pypi.org --allow-net '*.pythonhosted.org' --memory 1G\n\nThe token is printed on stdout once; send it as `Authorization: Bearer TOKEN`.")]
+    #[command(
+        after_help = "Examples:\n  cordon token create --name ci-agent --preset low --max-sandboxes 20\n  cordon token create --name scraper --preset medium --allow-net pypi.org --allow-net '*.pythonhosted.org' --memory 1G\n\nThe token is printed on stdout once; send it as `Authorization: Bearer TOKEN`."
+    )]
     Create(CreateArgs),
     /// List the tokens and their ceilings (never the secrets).
     #[command(after_help = "Examples:\n  cordon token list\n  cordon token list --json")]
@@ -46,7 +48,9 @@ pub struct CreateArgs {
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
-    cordon_policy::parse_size(s).map(|b| b.0).map_err(|e| e.to_string())
+    cordon_policy::parse_size(s)
+        .map(|b| b.0)
+        .map_err(|e| e.to_string())
 }
 
 pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {
@@ -99,7 +103,11 @@ pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {
                         c.max_sandboxes,
                         c.memory.map_or("-".into(), |m| m.to_string()),
                         c.pids.map_or("-".into(), |p| p.to_string()),
-                        if c.allow_net.is_empty() { "-".into() } else { c.allow_net.join(",") }
+                        if c.allow_net.is_empty() {
+                            "-".into()
+                        } else {
+                            c.allow_net.join(",")
+                        }
                     );
                 }
             }

@@ -187,7 +187,15 @@ impl Engine {
                 cgroup_dirs,
                 pipe_owner,
                 ..
-            } => Parts::receive(id, pid, proxy, cgroup_dirs, pipe_owner, fds, self.inner.config.max_execs_per_session),
+            } => Parts::receive(
+                id,
+                pid,
+                proxy,
+                cgroup_dirs,
+                pipe_owner,
+                fds,
+                self.inner.config.max_execs_per_session,
+            ),
             other => Err(failure(other)),
         }
     }
@@ -207,7 +215,11 @@ impl Engine {
     /// Throw a sandbox away that never became a session.
     async fn discard(&self, parts: Parts) {
         parts.control.close();
-        let _ = self.ask(Request::Destroy { id: parts.id.clone() }).await;
+        let _ = self
+            .ask(Request::Destroy {
+                id: parts.id.clone(),
+            })
+            .await;
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -409,34 +421,9 @@ pub struct Session {
 }
 
 impl Session {
-<<<<<<< HEAD
-    fn assemble(
-        id: String,
-        req: CreateSession,
-        config: &EngineConfig,
-        (pid, proxy, cgroup_dirs, pipe_owner): (i32, bool, Vec<PathBuf>, Option<(u32, u32)>),
-        fds: Vec<OwnedFd>,
-    ) -> Result<Arc<Session>> {
-        let mut fds = fds.into_iter();
-        let (Some(pidfd), Some(control)) = (fds.next(), fds.next()) else {
-            return Err(SessionError::SpawnerGone(
-                "the sandbox's descriptors did not arrive".into(),
-            ));
-        };
-        let proxy_listener = if proxy {
-            Some(std::net::TcpListener::from(fds.next().ok_or_else(
-                || SessionError::SpawnerGone("the proxy listener did not arrive".into()),
-            )?))
-        } else {
-            None
-        };
-        Ok(Arc::new(Session {
-            id,
-=======
     fn assemble(req: CreateSession, config: &EngineConfig, parts: Parts) -> Arc<Session> {
         Arc::new(Session {
             id: parts.id,
->>>>>>> 39e562e (session: the warm pool)
             owner: req.owner,
             spec: req.spec,
             created: SystemTime::now(),
@@ -698,9 +685,9 @@ impl Parts {
             ));
         };
         let proxy_listener = if proxy {
-            Some(std::net::TcpListener::from(fds.next().ok_or_else(|| {
-                SessionError::SpawnerGone("the proxy listener did not arrive".into())
-            })?))
+            Some(std::net::TcpListener::from(fds.next().ok_or_else(
+                || SessionError::SpawnerGone("the proxy listener did not arrive".into()),
+            )?))
         } else {
             None
         };

@@ -37,6 +37,6 @@ pub use engine::{
     CreateSession, EndCause, Engine, EngineConfig, Process, Session, SessionInfo, SessionState,
     SessionUsage, Teardown,
 };
-pub use process::{Event, EventKind, ExecRequest, ExecUsage, ExitInfo, ExitReason, StreamName};
 pub use pool::{PoolConfig, PoolStats};
+pub use process::{Event, EventKind, ExecRequest, ExecUsage, ExitInfo, ExitReason, StreamName};
 pub use spawner::Spawner;

@@ -95,7 +95,10 @@ impl Pool {
         }
         let now = Instant::now();
         let recent = self.claims.lock().map_or(0, |mut c| {
-            while c.front().is_some_and(|t| now.duration_since(*t) > RATE_WINDOW) {
+            while c
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > RATE_WINDOW)
+            {
                 c.pop_front();
             }
             c.len()

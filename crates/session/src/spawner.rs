@@ -34,7 +34,6 @@ const REAP_INTERVAL: Duration = Duration::from_millis(200);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Request {
-<<<<<<< HEAD
     Create {
         id: String,
         spec: Box<Spec>,
@@ -43,12 +42,11 @@ pub(crate) enum Request {
     Destroy {
         id: String,
     },
-=======
-    Create { id: String, spec: Box<Spec>, max_execs: u64 },
-    Destroy { id: String },
     /// Give a pooled sandbox its request's binds and limits.
-    Claim { id: String, spec: Box<Spec> },
->>>>>>> 39e562e (session: the warm pool)
+    Claim {
+        id: String,
+        spec: Box<Spec>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
