@@ -115,6 +115,22 @@ def test_exec_stream_delivers_output_before_the_end(sandbox: Sandbox) -> None:
     assert end is not None and (end.exit_code, end.reason, end.timed_out) == (3, "exited", False)
 
 
+def test_leaving_an_exec_stream_ends_its_command(sandbox: Sandbox) -> None:
+    stream = sandbox.exec_stream(["sh", "-c", "echo started; sleep 600"])
+    pid = None
+    for ev in stream:
+        pid = ev.pid if ev.kind == "started" else pid
+        if ev.kind == "stdout":
+            break
+    stream.close()  # the client hangs up mid-stream
+    assert pid is not None
+    wait_until(
+        "the command of a stream nobody reads is ended",
+        lambda: not any(p.running for p in sandbox.processes() if p.pid == pid),
+    )
+    assert sandbox.exec(["echo", "still here"]).stdout == "still here\n"
+
+
 def test_background_output_reattach_after_it_ended(client: Client, sandbox: Sandbox) -> None:
     p = sandbox.exec_background(["sh", "-c", "echo one; echo two >&2; echo three; exit 5"])
     wait_until("the background process ends", lambda: p.output().done)

@@ -10,7 +10,7 @@ context manager::
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable, Generator, List, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncGenerator, Awaitable, Callable, Generator, List, Mapping, Optional, Sequence, Union
 
 from . import _replies
 from . import _requests as rq
@@ -219,7 +219,7 @@ class AsyncSandbox:
         call = rq.exec_command(self.id, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout)
         return ExecResult.from_json(await self._client.http.json(call))
 
-    async def exec_stream(
+    def exec_stream(
         self,
         argv: Sequence[str],
         *,
@@ -228,12 +228,10 @@ class AsyncSandbox:
         env: Optional[Mapping[str, str]] = None,
         timeout: Optional[Duration] = None,
         keepalives: bool = False,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Run a command and yield its events as they happen."""
         call = rq.exec_command(self.id, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout, stream=True)
-        async for item in self._client.http.events(call):
-            for event in _replies.events([item], keepalives):
-                yield event
+        return _replies.aevents(self._client.http.events(call), keepalives)
 
     async def exec_background(
         self,
@@ -273,11 +271,9 @@ class AsyncProcess:
         call = rq.process_output(self.sandbox.id, self.pid, after_seq=after_seq)
         return Output.from_json(await self._http.json(call))
 
-    async def stream(self, after_seq: int = 0, *, keepalives: bool = False) -> AsyncIterator[Event]:
+    def stream(self, after_seq: int = 0, *, keepalives: bool = False) -> AsyncGenerator[Event, None]:
         call = rq.process_output(self.sandbox.id, self.pid, after_seq=after_seq, stream=True)
-        async for item in self._http.events(call):
-            for event in _replies.events([item], keepalives):
-                yield event
+        return _replies.aevents(self._http.events(call), keepalives)
 
     async def wait(self) -> ExecResult:
         return collect([e async for e in self.stream(0)])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, AsyncGenerator, AsyncIterator, Dict, Generator, Iterator, List, Optional, Tuple
 
 import httpx
 
@@ -68,9 +68,29 @@ def _json_or_none(response: httpx.Response) -> Optional[Dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
-def events(items: Iterable[Dict[str, Any]], keepalives: bool) -> Iterator[Event]:
-    for item in items:
-        event = Event.from_json(item)
-        if event.kind == "keepalive" and not keepalives:
-            continue
-        yield event
+def events(items: Iterator[Dict[str, Any]], keepalives: bool) -> Generator[Event, None, None]:
+    """Events from a stream's objects; closing this closes the stream."""
+    try:
+        for item in items:
+            event = Event.from_json(item)
+            if event.kind == "keepalive" and not keepalives:
+                continue
+            yield event
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
+async def aevents(items: AsyncIterator[Dict[str, Any]], keepalives: bool) -> AsyncGenerator[Event, None]:
+    """The async form of :func:`events`."""
+    try:
+        async for item in items:
+            event = Event.from_json(item)
+            if event.kind == "keepalive" and not keepalives:
+                continue
+            yield event
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Generator, List, Mapping, Optional, Sequence, Union
 
 from . import _replies
 from . import _requests as rq
@@ -238,7 +238,7 @@ class Sandbox:
         env: Optional[Mapping[str, str]] = None,
         timeout: Optional[Duration] = None,
         keepalives: bool = False,
-    ) -> Iterator[Event]:
+    ) -> Generator[Event, None, None]:
         """Run a command and yield its events as they happen: ``started``,
         ``stdout``/``stderr`` chunks, ``exited`` last (``event.result``)."""
         call = rq.exec_command(self.id, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout, stream=True)
@@ -288,7 +288,7 @@ class Process:
         ended and nothing more will come)."""
         return Output.from_json(self._http.json(rq.process_output(self.sandbox.id, self.pid, after_seq=after_seq)))
 
-    def stream(self, after_seq: int = 0, *, keepalives: bool = False) -> Iterator[Event]:
+    def stream(self, after_seq: int = 0, *, keepalives: bool = False) -> Generator[Event, None, None]:
         """Re-attach: the events after ``after_seq``, then new ones as they
         come, until it exits."""
         call = rq.process_output(self.sandbox.id, self.pid, after_seq=after_seq, stream=True)
