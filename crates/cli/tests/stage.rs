@@ -988,3 +988,105 @@ both_modes!(
     stage_size_cap_stops_a_run_while_it_goes_overlay,
     copy_fallback_size_cap_stops_a_run_while_it_goes
 );
+
+/// `cordon promote ID` on a real terminal: a pty is its stdin, stdout and
+/// stderr; each `[y/N]` prompt that appears is answered with `answer`
+/// (only after it appeared). Returns the exit code, what the terminal
+/// showed, and how many prompts there were.
+fn promote_on_terminal(f: &Fixture, id: &str, answer: &str) -> (i32, String, usize) {
+    use std::io::{Read, Write};
+    let master = rustix::pty::openpt(
+        rustix::pty::OpenptFlags::RDWR
+            | rustix::pty::OpenptFlags::NOCTTY
+            | rustix::pty::OpenptFlags::CLOEXEC,
+    )
+    .unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+    let mut child = {
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(name.to_str().unwrap())
+            .unwrap();
+        Command::new(cordon_bin())
+            .args(["promote", id])
+            .current_dir(f.work.path())
+            .env("XDG_STATE_HOME", f.state.path())
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave)
+            .spawn()
+            .unwrap()
+    }; // the terminal's other end is the child's alone now
+    let mut master = std::fs::File::from(master);
+    let mut seen = String::new();
+    let mut answered = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut fds = [rustix::event::PollFd::new(
+            &master,
+            rustix::event::PollFlags::IN,
+        )];
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "no end of the promotion: {seen}");
+        let timeout = rustix::event::Timespec::try_from(left).unwrap();
+        if rustix::event::poll(&mut fds, Some(&timeout)).unwrap() == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break, // EIO: the child closed the terminal
+            Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+        if seen.matches("[y/N] ").count() > answered {
+            answered += 1;
+            master.write_all(format!("{answer}\n").as_bytes()).unwrap();
+        }
+    }
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (code, seen, answered)
+}
+
+/// Layer: the `ask` rules' terminal approval (cli/stage_cmd.rs
+/// `ask_terminal`). On a real terminal, `cordon promote` asks about a newly
+/// executable file: "n" refuses the whole promotion (nothing applied),
+/// "y" promotes it with the rest. Without a terminal the same promotion is
+/// refused naming `--allow new-executable`.
+#[test]
+fn ask_rules_are_answered_on_a_terminal() {
+    if !staging_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("a.txt", "a\n", 0o644);
+    let (o, id) =
+        f.staged("echo edit > a.txt && printf '#!/bin/sh\\n' > tool.sh && chmod 755 tool.sh");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let before = snapshot(&f.repo);
+
+    let (code, err) = f.promote(&id, &[]);
+    assert_eq!(code, 125, "without a terminal: {err}");
+    assert!(err.contains("--allow new-executable"), "{err}");
+
+    let (code, shown, prompts) = promote_on_terminal(&f, &id, "n");
+    assert_eq!(prompts, 1, "{shown}");
+    assert!(
+        shown.contains("promote added tool.sh (rule new-executable asks)? [y/N]"),
+        "{shown}"
+    );
+    assert_eq!(code, 125, "{shown}");
+    assert_eq!(snapshot(&f.repo), before, "a no applies nothing");
+
+    let (code, shown, prompts) = promote_on_terminal(&f, &id, "y");
+    assert_eq!((code, prompts), (0, 1), "{shown}");
+    assert!(shown.contains("promoted 2 change(s)"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("a.txt")).unwrap(),
+        "edit\n"
+    );
+    let mode = std::fs::metadata(f.repo.join("tool.sh")).unwrap().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(f.promotions().len(), 1);
+}
