@@ -12,7 +12,7 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
+    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --max-file-size 64M --files-quota 512M\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
 )]
 pub struct ServeArgs {
     /// Also listen on this TCP address (every request needs a token).
@@ -48,11 +48,23 @@ pub struct ServeArgs {
     /// Most requests handled at once (the next: 429).
     #[arg(long, value_name = "N", default_value_t = 512)]
     max_requests: usize,
+    /// Largest file one PUT of the files API may write (beyond: 413).
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size)]
+    max_file_size: u64,
+    /// Bytes the files API may write into one sandbox, all files together (beyond: 507).
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    files_quota: u64,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     cordon_policy::parse_duration(s)
         .map(|d| d.as_duration())
+        .map_err(|e| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    cordon_policy::parse_size(s)
+        .map(|v| v.0)
         .map_err(|e| e.to_string())
 }
 
@@ -85,6 +97,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
             idle_timeout: args.idle_timeout,
             max_connections: args.max_connections.max(1),
             max_requests: args.max_requests.max(1),
+            max_file_bytes: args.max_file_size,
+            files_quota_bytes: args.files_quota,
             ..cordon_server::Limits::default()
         },
         tokens_file: cordon_server::paths::tokens_file(),

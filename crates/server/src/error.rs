@@ -151,6 +151,7 @@ impl From<SessionError> for ApiError {
                 .with_fix("restart `cordon serve`; its sandbox spawner has exited"),
             SessionError::Jail(_) => ApiError::unprocessable(message),
             SessionError::Io { .. } => ApiError::internal(message),
+            SessionError::Context(_) => ApiError::unprocessable(message),
             // A variant added later is an internal error until mapped.
             #[allow(unreachable_patterns)]
             _ => ApiError::internal(message),

@@ -6,6 +6,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{exec, meta, sandboxes};
+use crate::{contexts, files};
 use crate::wire;
 
 struct Bearer;
@@ -30,6 +31,8 @@ impl Modify for Bearer {
     paths(
         sandboxes::create, sandboxes::list, sandboxes::show, sandboxes::delete,
         exec::exec, exec::processes, exec::output, exec::signal, exec::stdin,
+        files::read, files::write, files::delete,
+        contexts::create, contexts::list, contexts::run, contexts::remove,
         meta::health, meta::openapi,
     ),
     components(schemas(
@@ -38,6 +41,9 @@ impl Modify for Bearer {
         wire::SandboxList, wire::LimitsView, wire::UsageView, wire::ExecBody, wire::ExecReply,
         wire::ExitView, wire::ExecUsageView, wire::Started, wire::ProcessView,
         wire::ProcessList, wire::OutputReply, wire::SignalBody, wire::SignalValue, wire::Health,
+        files::ListingView, files::EntryView,
+        contexts::CreateContext, contexts::ContextView, contexts::ContextList, contexts::RunCell,
+        contexts::CellReply, contexts::CellErrorView,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

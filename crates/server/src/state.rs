@@ -30,6 +30,11 @@ pub struct Limits {
     pub max_requests: usize,
     /// A streamed reply sends a keepalive line at least this often.
     pub keepalive: Duration,
+    /// Largest file one PUT of the files API may write (413 beyond).
+    pub max_file_bytes: u64,
+    /// Bytes the files API may write into one sandbox, all files together
+    /// (507 beyond).
+    pub files_quota_bytes: u64,
 }
 
 impl Default for Limits {
@@ -41,6 +46,8 @@ impl Default for Limits {
             max_connections: 1024,
             max_requests: 512,
             keepalive: Duration::from_secs(10),
+            max_file_bytes: 256 << 20,
+            files_quota_bytes: 1 << 30,
         }
     }
 }
@@ -71,6 +78,8 @@ struct Inner {
     /// Creates in flight per owner (counted against `max_sandboxes`).
     reserved: Mutex<HashMap<String, usize>>,
     requests: Arc<tokio::sync::Semaphore>,
+    files: crate::files::FilesState,
+    contexts: crate::contexts::Contexts,
 }
 
 impl AppState {
@@ -92,6 +101,8 @@ impl AppState {
                 sandboxes: Mutex::new(HashMap::new()),
                 reserved: Mutex::new(HashMap::new()),
                 requests,
+                files: crate::files::FilesState::default(),
+                contexts: crate::contexts::Contexts::default(),
             }),
         }
     }
@@ -114,6 +125,16 @@ impl AppState {
 
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
+    }
+
+    /// The files API's per-sandbox quotas.
+    pub fn files(&self) -> &crate::files::FilesState {
+        &self.inner.files
+    }
+
+    /// The sandboxes' code contexts.
+    pub fn contexts(&self) -> &crate::contexts::Contexts {
+        &self.inner.contexts
     }
 
     pub(crate) fn requests(&self) -> &Arc<tokio::sync::Semaphore> {

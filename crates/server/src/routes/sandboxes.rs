@@ -175,8 +175,11 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Drop the server's record of a sandbox and stop its proxy.
+/// Drop the server's record of a sandbox (its files quota and code
+/// contexts too) and stop its proxy.
 pub fn forget(state: &AppState, id: &str) {
+    state.files().forget(id);
+    state.contexts().forget(id);
     if let Some(meta) = state.remove_meta(id) {
         if let Some(stop) = meta.proxy_stop {
             let _ = stop.send(());
