@@ -185,6 +185,69 @@ async fn reattach_after_exit(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// An abstract unix socket is reachable in its own network namespace
+/// only. Run with Landlock off (its scoping refuses abstract sockets made
+/// outside an exec's own domain, even in the same session; the case below
+/// shows that), so the network namespace alone is what keeps sessions
+/// apart here.
+async fn network_namespace_keeps_abstract_sockets_apart(engine: &Engine) {
+    let mut unix = spec();
+    unix.allow_unix_sockets = true;
+    let make = |spec: cordon_jail::Spec| CreateSession { spec, idle_timeout: None, ttl: None, owner: "t".into() };
+    let a = engine.create(make(unix.clone())).await.unwrap_or_else(|e| panic!("{e}"));
+    let b = engine.create(make(unix)).await.unwrap_or_else(|e| panic!("{e}"));
+    // An abstract unix socket a listens on (a background exec).
+    let listener = a
+        .exec(ExecRequest {
+            argv: ["python3", "-c", "import socket,time; s=socket.socket(socket.AF_UNIX); s.bind('\\0cordon-abstract'); s.listen(); print('up', flush=True); time.sleep(60)"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..ExecRequest::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (events, _) = listener.events_after(1).await;
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::Output { data, .. } if data.starts_with(b"up"))), "{events:?}");
+    let connect = "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0cordon-abstract'); print('connected')\nexcept OSError as e: print('refused', e.errno)";
+    let (_, out, _) = run(&a, &["python3", "-c", connect]).await;
+    assert_eq!(out.trim(), "connected", "a reaches its own abstract socket");
+    let (_, out, _) = run(&b, &["python3", "-c", connect]).await;
+    assert!(out.starts_with("refused"), "b cannot reach a's abstract socket: {out}");
+    engine.shutdown().await;
+}
+
+/// Landlock's scoping on its own: with it on, a sibling exec of the same
+/// session cannot reach the abstract socket either.
+async fn landlock_scopes_abstract_sockets_to_their_exec(engine: &Engine) {
+    let mut unix = spec();
+    unix.allow_unix_sockets = true;
+    let a = engine
+        .create(CreateSession { spec: unix, idle_timeout: None, ttl: None, owner: "t".into() })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = a.clone();
+    // An abstract unix socket a listens on (a background exec).
+    let listener = a
+        .exec(ExecRequest {
+            argv: ["python3", "-c", "import socket,time; s=socket.socket(socket.AF_UNIX); s.bind('\\0cordon-abstract'); s.listen(); print('up', flush=True); time.sleep(60)"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..ExecRequest::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (events, _) = listener.events_after(1).await;
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::Output { data, .. } if data.starts_with(b"up"))), "{events:?}");
+    let connect = "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0cordon-abstract'); print('connected')\nexcept OSError as e: print('refused', e.errno)";
+    let (_, out, _) = run(&a, &["python3", "-c", connect]).await;
+    assert!(out.starts_with("refused"), "a sibling exec is refused by Landlock: {out}");
+    let (_, out, _) = run(&b, &["python3", "-c", connect]).await;
+    assert!(out.starts_with("refused"), "b cannot reach a's abstract socket: {out}");
+    engine.shutdown().await;
+}
+
 /// Deleting a session leaves no process, and no cgroup.
 async fn destroy_leaves_nothing(engine: &Engine) {
     let sb = create(engine).await;
@@ -211,13 +274,37 @@ async fn destroy_leaves_nothing(engine: &Engine) {
     );
 }
 
-/// Files written by one session are not seen by the next.
+/// What one session leaves in /tmp, /dev/shm, SysV IPC or an abstract
+/// unix socket is invisible to another (mount, IPC and network
+/// namespaces of their own).
 async fn sessions_do_not_share_tmp(engine: &Engine) {
-    let a = create(engine).await;
-    let b = create(engine).await;
-    run(&a, &["sh", "-c", "echo secret > /tmp/a-only"]).await;
+    // Unix sockets allowed (seccomp refuses them by default): the network
+    // namespace alone must keep the abstract socket apart.
+    let mut unix = spec();
+    unix.allow_unix_sockets = true;
+    let make = |spec: cordon_jail::Spec| CreateSession { spec, idle_timeout: None, ttl: None, owner: "t".into() };
+    let a = engine.create(make(unix.clone())).await.unwrap_or_else(|e| panic!("{e}"));
+    let b = engine.create(make(unix)).await.unwrap_or_else(|e| panic!("{e}"));
+    run(&a, &["sh", "-c", "echo secret > /tmp/a-only; echo secret > /dev/shm/a-only"]).await;
     let (exit, ..) = run(&b, &["test", "-e", "/tmp/a-only"]).await;
     assert_eq!(exit.exit_code, 1, "b does not see a's /tmp");
+    let (exit, ..) = run(&b, &["test", "-e", "/dev/shm/a-only"]).await;
+    assert_eq!(exit.exit_code, 1, "b does not see a's /dev/shm");
+
+    // A SysV shared memory segment made in a.
+    let (exit, out, err) = run(
+        &a,
+        &["python3", "-c", "import ctypes; l=ctypes.CDLL(None); print(l.shmget(0x4242, 4096, 0o1666))"],
+    )
+    .await;
+    assert_eq!(exit.exit_code, 0, "{err}");
+    assert!(out.trim().parse::<i64>().is_ok_and(|id| id >= 0), "a made a segment: {out}");
+    let probe = "import ctypes; l=ctypes.CDLL(None); print(l.shmget(0x4242, 0, 0o666))";
+    let (_, out, _) = run(&a, &["python3", "-c", probe]).await;
+    assert!(out.trim().parse::<i64>().is_ok_and(|id| id >= 0), "a finds its own segment");
+    let (_, out, _) = run(&b, &["python3", "-c", probe]).await;
+    assert_eq!(out.trim(), "-1", "b cannot find a's segment");
+
     engine.shutdown().await;
     assert!(engine.sessions().is_empty());
 }
@@ -345,6 +432,8 @@ const CASES: &[&str] = &[
     "reattach_after_exit",
     "destroy_leaves_nothing",
     "sessions_do_not_share_tmp",
+    "landlock_scopes_abstract_sockets_to_their_exec",
+    "network_namespace_keeps_abstract_sockets_apart",
     "pool_claim_gives_binds_and_limits",
     "pool_items_are_single_use",
 ];
@@ -364,6 +453,14 @@ fn main() {
         Ok(s) => s,
         Err(e) => panic!("fork the spawner: {e}"),
     };
+    // A spawner whose sandboxes leave Landlock out (debug builds honour
+    // the switch), to test the layers under it on their own.
+    std::env::set_var(cordon_jail::test_switch::VAR, "landlock");
+    let no_landlock_spawner = match Spawner::fork() {
+        Ok(s) => s,
+        Err(e) => panic!("fork the spawner: {e}"),
+    };
+    std::env::remove_var(cordon_jail::test_switch::VAR);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -397,6 +494,10 @@ fn main() {
         case!(reattach_after_exit);
         case!(destroy_leaves_nothing);
         case!(sessions_do_not_share_tmp);
+        case!(landlock_scopes_abstract_sockets_to_their_exec);
+        let no_landlock = Engine::new(no_landlock_spawner, EngineConfig::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        case!(network_namespace_keeps_abstract_sockets_apart, &no_landlock);
 
         let pooled = Engine::new(
             pooled_spawner,

@@ -1,0 +1,97 @@
+//! Engine-level timings (no HTTP): a session claimed from the pool, one
+//! exec of /bin/true, deleted; an exec in a live session; bare exec.
+//!
+//!     cargo run --release -p cordon-session --example session_bench -- 300
+
+use std::time::{Duration, Instant};
+
+use cordon_session::{CreateSession, EndCause, Engine, EngineConfig, ExecRequest, PoolConfig, Spawner};
+
+fn pct(v: &mut [Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i].as_secs_f64() * 1000.0
+}
+
+fn report(name: &str, v: &mut [Duration]) {
+    println!(
+        "{name:<40} median {:>7.3} ms  p99 {:>7.3} ms  (n={})",
+        pct(v, 0.5),
+        pct(v, 0.99),
+        v.len()
+    );
+}
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let spawner = Spawner::fork().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    rt.block_on(async {
+        let base = cordon_jail::Spec::new(Vec::new(), "/tmp".into());
+        let engine = Engine::new(
+            spawner,
+            EngineConfig {
+                pool: Some(PoolConfig { base: base.clone(), size: 4, auto: false }),
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let req = |argv: &[&str]| ExecRequest {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            ..ExecRequest::default()
+        };
+        let mut bare = Vec::new();
+        for _ in 0..n {
+            let t = Instant::now();
+            let _ = std::process::Command::new("/bin/true").status();
+            bare.push(t.elapsed());
+        }
+        report("bare exec /bin/true", &mut bare);
+
+        let mut cycle = Vec::new();
+        let (mut c_create, mut c_exec, mut c_delete) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..n {
+            // Let the pool refill between claims (claim rate under refill rate).
+            while engine.pool_stats().ready < 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let t = Instant::now();
+            let sb = engine
+                .create(CreateSession { spec: base.clone(), idle_timeout: None, ttl: None, owner: String::new() })
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let t1 = Instant::now();
+            let p = sb.exec(req(&["/bin/true"])).await.unwrap_or_else(|e| panic!("{e}"));
+            p.wait().await;
+            let t2 = Instant::now();
+            engine.destroy(sb.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+            cycle.push(t.elapsed());
+            c_create.push(t1 - t);
+            c_exec.push(t2 - t1);
+            c_delete.push(t2.elapsed());
+        }
+        report("pooled create + exec true + delete", &mut cycle);
+        report("  of which create (claim)", &mut c_create);
+        report("  of which exec", &mut c_exec);
+        report("  of which delete", &mut c_delete);
+        println!("pool: {:?}", engine.pool_stats());
+
+        let sb = engine
+            .create(CreateSession { spec: base.clone(), idle_timeout: None, ttl: None, owner: String::new() })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut exec = Vec::new();
+        for _ in 0..n {
+            let t = Instant::now();
+            let p = sb.exec(req(&["/bin/true"])).await.unwrap_or_else(|e| panic!("{e}"));
+            p.wait().await;
+            exec.push(t.elapsed());
+        }
+        report("exec /bin/true in a live session", &mut exec);
+        engine.shutdown().await;
+    });
+}
