@@ -22,8 +22,32 @@ fn report(name: &str, v: &mut [Duration]) {
     );
 }
 
+/// `MemAvailable` from /proc/meminfo, KiB.
+fn mem_available_kib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
+    let idle: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(0);
     let spawner = Spawner::fork().unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -93,5 +117,28 @@ fn main() {
         }
         report("exec /bin/true in a live session", &mut exec);
         engine.shutdown().await;
+
+        if idle > 0 {
+            let before = mem_available_kib();
+            let mut kept = Vec::new();
+            for _ in 0..idle {
+                kept.push(
+                    engine
+                        .create(CreateSession { spec: base.clone(), idle_timeout: None, ttl: None, owner: String::new() })
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}")),
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let after = mem_available_kib();
+            println!(
+                "{idle} idle sessions: host memory {:.2} MiB each (MemAvailable {} -> {} KiB); this process RSS {} KiB",
+                (before.saturating_sub(after)) as f64 / 1024.0 / idle as f64,
+                before,
+                after,
+                rss_kib(std::process::id())
+            );
+            engine.shutdown().await;
+        }
     });
 }

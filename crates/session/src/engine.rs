@@ -201,7 +201,27 @@ impl Engine {
     }
 
     /// Give a pooled sandbox the request's binds and limits.
+    /// Only what differs from the pool's base is done: binds and cgroup
+    /// limits through the spawner, the rest of the limits by telling the
+    /// init, nothing at all for a request of the base's own settings.
     async fn claim(&self, parts: &Parts, spec: &cordon_jail::Spec) -> Result<()> {
+        let base = self.inner.pool.base_spec();
+        let same_limits = serde_json::to_value(&base.limits).ok()
+            == serde_json::to_value(&spec.limits).ok();
+        if spec.binds.is_empty() && same_limits {
+            return Ok(());
+        }
+        let cgroup_same =
+            base.limits.memory == spec.limits.memory && base.limits.pids == spec.limits.pids;
+        if spec.binds.is_empty() && cgroup_same {
+            return parts
+                .control
+                .configure(cordon_jail::session::LateConfig {
+                    binds: Vec::new(),
+                    limits: spec.limits.clone(),
+                })
+                .await;
+        }
         let request = Request::Claim {
             id: parts.id.clone(),
             spec: Box::new(spec.clone()),
