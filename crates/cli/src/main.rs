@@ -71,6 +71,10 @@ enum Command {
     Token(token_cmd::TokenCommand),
     /// Use the sandboxes of a running `cordon serve` (its API over the unix socket).
     Sandbox(sandbox_cmd::SandboxArgs),
+    /// Delete what promotions and discards set aside in the stage store
+    /// (started by them in the background).
+    #[command(name = "__reap-stages", hide = true)]
+    ReapStages,
 }
 
 fn main() -> ExitCode {
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Command::Changes(args) => stage_cmd::changes(args),
         Command::Promote(args) => stage_cmd::promote(args),
         Command::Discard(args) => stage_cmd::discard(args),
+        Command::ReapStages => stage_cmd::reap(),
         Command::Scan(args) => scan_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(*args),
         Command::Token(cmd) => token_cmd::run(cmd),

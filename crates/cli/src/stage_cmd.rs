@@ -2,6 +2,7 @@
 //! host tree is untouched), `changes`, `discard` (and `promote`, in
 //! promote_cmd.rs).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -698,9 +699,37 @@ pub fn promote(args: PromoteArgs) -> anyhow::Result<u8> {
             )
         }
     );
-    if remaining == 0 {
-        stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The replaced host files (and, when nothing is left, the stage) are
+    // deleted in the background: freeing their blocks is most of a large
+    // promotion's time on a busy disk.
+    match stage.remove_later(remaining == 0) {
+        Ok(true) => reap_in_background(),
+        Ok(false) => {}
+        Err(_) if remaining == 0 => stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?,
+        Err(_) => {}
     }
+    Ok(0)
+}
+
+/// Start `cordon __reap-stages` on its own (not waited for, in its own
+/// process group, so the terminal's signals do not reach it). If it cannot
+/// start, what it would delete waits for the next one.
+fn reap_in_background() {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let _ = std::process::Command::new(exe)
+        .arg("__reap-stages")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+}
+
+/// `cordon __reap-stages`.
+pub fn reap() -> anyhow::Result<u8> {
+    store()?.reap();
     Ok(0)
 }
 

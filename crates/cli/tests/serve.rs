@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 fn ready() -> bool {
-    skip_unless(userns_available(), "user namespaces are unavailable on this host")
+    skip_unless(
+        userns_available(),
+        "user namespaces are unavailable on this host",
+    )
 }
 
 struct Server {
@@ -48,8 +51,9 @@ impl Server {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let ready: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the server's first line is not its JSON address ({e}): {line:?}"));
+        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!("the server's first line is not its JSON address ({e}): {line:?}")
+        });
         Server {
             child: Some(child),
             socket,
@@ -84,7 +88,11 @@ impl Server {
             .env("CORDON_STATE_DIR", self.dir.path().join("state"))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
@@ -176,7 +184,10 @@ fn exchange(
     accept: Option<&str>,
 ) -> Reply {
     let data = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n", data.len());
+    let mut req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n",
+        data.len()
+    );
     if body.is_some() {
         req.push_str("Content-Type: application/json\r\n");
     }
@@ -193,7 +204,11 @@ fn exchange(
     let _ = s.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     Reply {
         status,
         head: head.to_owned(),
@@ -205,7 +220,9 @@ fn exchange(
 fn processes_with(marker: &str) -> Vec<u32> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if pid == std::process::id() {
             continue;
         }
@@ -228,7 +245,9 @@ fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
 fn children_of(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
         let ppid = stat
             .rsplit_once(')')
@@ -252,7 +271,14 @@ fn lifecycle_through_the_cli() {
     let sb = out.trim().to_owned();
     assert!(sb.starts_with("sb-"), "{out}");
     // Output as it comes, the command's exit code as ours.
-    let (code, out, err) = s.cli(&["exec", &sb, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"]);
+    let (code, out, err) = s.cli(&[
+        "exec",
+        &sb,
+        "--",
+        "sh",
+        "-c",
+        "echo hello; echo oops >&2; exit 3",
+    ]);
     assert_eq!((code, out.as_str()), (3, "hello\n"), "{err}");
     assert!(err.contains("oops"));
     // State survives across execs.
@@ -284,7 +310,11 @@ fn exec_json_stream_background_and_reattach() {
     let s = Server::start(&[]);
     let sb = s.create(json!({"preset": "low"}));
     let exec = format!("/v1/sandboxes/{sb}/exec");
-    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sh", "-c", "printf '\\377'; echo err >&2"]})));
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["sh", "-c", "printf '\\377'; echo err >&2"]})),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
     assert_eq!(v["exit_code"], 0);
@@ -296,8 +326,19 @@ fn exec_json_stream_background_and_reattach() {
     // NDJSON: started, output with sequence numbers, exited last.
     let stream = UnixStream::connect(&s.socket).unwrap();
     let body = json!({"argv": ["sh", "-c", "echo a; sleep 0.2; echo b"]});
-    let r = exchange(stream, "POST", &exec, None, Some(&body), Some("application/x-ndjson"));
-    assert!(r.head.to_ascii_lowercase().contains("application/x-ndjson"), "{}", r.head);
+    let r = exchange(
+        stream,
+        "POST",
+        &exec,
+        None,
+        Some(&body),
+        Some("application/x-ndjson"),
+    );
+    assert!(
+        r.head.to_ascii_lowercase().contains("application/x-ndjson"),
+        "{}",
+        r.head
+    );
     let lines = r.lines();
     assert_eq!(lines.first().unwrap()["event"], "started", "{lines:?}");
     let last = lines.last().unwrap();
@@ -313,13 +354,21 @@ fn exec_json_stream_background_and_reattach() {
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
 
     // Timeout: exit 124, the session lives on.
-    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sleep", "30"], "timeout": "500ms"})));
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["sleep", "30"], "timeout": "500ms"})),
+    );
     let v = r.json();
     assert_eq!(v["exit_code"], 124, "{v}");
     assert_eq!(v["timed_out"], true);
 
     // Background: 202 at once, re-attach after it ended, from a sequence.
-    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sh", "-c", "echo one; echo two"], "background": true})));
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["sh", "-c", "echo one; echo two"], "background": true})),
+    );
     assert_eq!(r.status, 202, "{}", r.body);
     let pid = r.json()["pid"].as_u64().unwrap();
     let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output");
@@ -329,16 +378,36 @@ fn exec_json_stream_background_and_reattach() {
         all["done"] == true
     });
     let events = all["events"].as_array().unwrap();
-    let first_out = events.iter().find(|e| e["event"] == "stdout").unwrap()["seq"].as_u64().unwrap();
-    let rest = s.unix("GET", &format!("{output}?after_seq={first_out}"), None).json();
-    assert!(rest["events"].as_array().unwrap().iter().all(|e| e["seq"].as_u64().unwrap() > first_out));
-    let procs = s.unix("GET", &format!("/v1/sandboxes/{sb}/processes"), None).json();
-    let listed = procs["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid).cloned().unwrap();
+    let first_out = events.iter().find(|e| e["event"] == "stdout").unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let rest = s
+        .unix("GET", &format!("{output}?after_seq={first_out}"), None)
+        .json();
+    assert!(rest["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["seq"].as_u64().unwrap() > first_out));
+    let procs = s
+        .unix("GET", &format!("/v1/sandboxes/{sb}/processes"), None)
+        .json();
+    let listed = procs["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .cloned()
+        .unwrap();
     assert_eq!(listed["running"], false);
     assert_eq!(listed["argv"], json!(["sh", "-c", "echo one; echo two"]));
 
     // stdin and signals of a background process.
-    let r = s.unix("POST", &exec, Some(&json!({"argv": ["cat"], "background": true})));
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["cat"], "background": true})),
+    );
     let pid = r.json()["pid"].as_u64().unwrap();
     let stream = UnixStream::connect(&s.socket).unwrap();
     let req = format!("POST /v1/sandboxes/{sb}/processes/{pid}/stdin?eof=true HTTP/1.0\r\nContent-Length: 3\r\n\r\nhi\n");
@@ -354,12 +423,22 @@ fn exec_json_stream_background_and_reattach() {
         v["done"] == true
     });
     assert!(v.to_string().contains("\"hi\\n\""), "{v}");
-    let r = s.unix("POST", &exec, Some(&json!({"argv": ["sleep", "60"], "background": true})));
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["sleep", "60"], "background": true})),
+    );
     let pid = r.json()["pid"].as_u64().unwrap();
-    let r = s.unix("POST", &format!("/v1/sandboxes/{sb}/processes/{pid}/signal"), Some(&json!({"signal": "KILL"})));
+    let r = s.unix(
+        "POST",
+        &format!("/v1/sandboxes/{sb}/processes/{pid}/signal"),
+        Some(&json!({"signal": "KILL"})),
+    );
     assert_eq!(r.status, 204, "{}", r.body);
     let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output?after_seq=0");
-    wait_until("the killed process ends", 20, || s.unix("GET", &output, None).json()["done"] == true);
+    wait_until("the killed process ends", 20, || {
+        s.unix("GET", &output, None).json()["done"] == true
+    });
 }
 
 #[test]
@@ -377,9 +456,13 @@ fn a_client_that_goes_away_mid_stream_leaves_no_process() {
         body.len()
     );
     stream.write_all(req.as_bytes()).unwrap();
-    wait_until("the command runs", 20, || !processes_with(&marker).is_empty());
+    wait_until("the command runs", 20, || {
+        !processes_with(&marker).is_empty()
+    });
     drop(stream);
-    wait_until("the command is killed", 30, || processes_with(&marker).is_empty());
+    wait_until("the command is killed", 30, || {
+        processes_with(&marker).is_empty()
+    });
     let r = s.unix("GET", &format!("/v1/sandboxes/{sb}"), None);
     assert_eq!(r.json()["state"], "running", "the session lives on");
 }
@@ -390,11 +473,27 @@ fn tokens_see_only_their_own_sandboxes_over_tcp() {
         return;
     }
     let s = Server::start(&["--listen", "127.0.0.1:0"]);
-    let a = s.token(&["--name", "agent-a", "--preset", "low", "--max-sandboxes", "1"]);
+    let a = s.token(&[
+        "--name",
+        "agent-a",
+        "--preset",
+        "low",
+        "--max-sandboxes",
+        "1",
+    ]);
     let b = s.token(&["--name", "agent-b", "--preset", "low"]);
     assert_eq!(s.tcp(None, "GET", "/v1/sandboxes", None).status, 401);
-    assert_eq!(s.tcp(Some("cordon_not_a_token"), "GET", "/v1/sandboxes", None).status, 401);
-    let r = s.tcp(Some(&a), "POST", "/v1/sandboxes", Some(&json!({"preset": "low"})));
+    assert_eq!(
+        s.tcp(Some("cordon_not_a_token"), "GET", "/v1/sandboxes", None)
+            .status,
+        401
+    );
+    let r = s.tcp(
+        Some(&a),
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"preset": "low"})),
+    );
     assert_eq!(r.status, 201, "{}", r.body);
     let sa = r.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(r.json()["owner"], "agent-a");
@@ -403,18 +502,44 @@ fn tokens_see_only_their_own_sandboxes_over_tcp() {
     assert_eq!(s.tcp(Some(&b), "GET", &path, None).status, 404);
     assert_eq!(s.tcp(Some(&b), "DELETE", &path, None).status, 404);
     let exec = json!({"argv": ["true"]});
-    assert_eq!(s.tcp(Some(&b), "POST", &format!("{path}/exec"), Some(&exec)).status, 404);
-    assert_eq!(s.tcp(Some(&b), "GET", &format!("{path}/processes"), None).status, 404);
-    assert_eq!(s.tcp(Some(&b), "GET", "/v1/sandboxes", None).json()["sandboxes"], json!([]));
+    assert_eq!(
+        s.tcp(Some(&b), "POST", &format!("{path}/exec"), Some(&exec))
+            .status,
+        404
+    );
+    assert_eq!(
+        s.tcp(Some(&b), "GET", &format!("{path}/processes"), None)
+            .status,
+        404
+    );
+    assert_eq!(
+        s.tcp(Some(&b), "GET", "/v1/sandboxes", None).json()["sandboxes"],
+        json!([])
+    );
     // A still has it, and may use it.
-    let r = s.tcp(Some(&a), "POST", &format!("{path}/exec"), Some(&json!({"argv": ["echo", "mine"]})));
+    let r = s.tcp(
+        Some(&a),
+        "POST",
+        &format!("{path}/exec"),
+        Some(&json!({"argv": ["echo", "mine"]})),
+    );
     assert_eq!(r.json()["stdout"], "mine\n");
     // Ceilings: a preset above it, more sandboxes than allowed, host paths.
-    let r = s.tcp(Some(&b), "POST", "/v1/sandboxes", Some(&json!({"preset": "high"})));
+    let r = s.tcp(
+        Some(&b),
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"preset": "high"})),
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     let r = s.tcp(Some(&a), "POST", "/v1/sandboxes", Some(&json!({})));
     assert_eq!(r.status, 403, "{}", r.body);
-    let r = s.tcp(Some(&b), "POST", "/v1/sandboxes", Some(&json!({"rw": ["/etc"]})));
+    let r = s.tcp(
+        Some(&b),
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"rw": ["/etc"]})),
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     // The owner sees every sandbox.
     assert_eq!(s.unix("GET", &path, None).status, 200);
@@ -438,7 +563,11 @@ fn sandboxes_beyond_the_server_bound_get_429() {
     s.create(json!({}));
     let r = s.unix("POST", "/v1/sandboxes", Some(&json!({})));
     assert_eq!(r.status, 429, "{}", r.body);
-    assert!(r.head.to_ascii_lowercase().contains("retry-after:"), "{}", r.head);
+    assert!(
+        r.head.to_ascii_lowercase().contains("retry-after:"),
+        "{}",
+        r.head
+    );
 }
 
 #[test]
@@ -461,12 +590,21 @@ fn hostile_input_gets_4xx_and_the_server_stays_up() {
         assert_eq!(r.status, want, "{body} -> {}", r.body);
         assert!(r.json()["error"]["message"].as_str().is_some());
     }
-    let r = s.unix("POST", &format!("/v1/sandboxes/{sb}/processes/99/signal"), Some(&json!({"signal": "TERM"})));
+    let r = s.unix(
+        "POST",
+        &format!("/v1/sandboxes/{sb}/processes/99/signal"),
+        Some(&json!({"signal": "TERM"})),
+    );
     assert_eq!(r.status, 404);
-    let r = s.unix("POST", "/v1/sandboxes", Some(&json!({"rw": ["/definitely/not/here"]})));
+    let r = s.unix(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"rw": ["/definitely/not/here"]})),
+    );
     assert_eq!(r.status, 422, "{}", r.body);
     let mut big = UnixStream::connect(&s.socket).unwrap();
-    let _ = big.write_all(format!("POST {exec} HTTP/1.0\r\nContent-Length: 5000000\r\n\r\n").as_bytes());
+    let _ = big
+        .write_all(format!("POST {exec} HTTP/1.0\r\nContent-Length: 5000000\r\n\r\n").as_bytes());
     let _ = big.write_all(&vec![b'x'; 2 << 20]);
     let mut reply = String::new();
     let _ = big.read_to_string(&mut reply);
@@ -481,7 +619,8 @@ fn slowloris_is_cut_off_and_others_are_served() {
     }
     let s = Server::start(&["--header-timeout", "1s"]);
     let mut slow = UnixStream::connect(&s.socket).unwrap();
-    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let started = Instant::now();
     let mut cut = false;
     for b in b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n" {
@@ -495,9 +634,15 @@ fn slowloris_is_cut_off_and_others_are_served() {
     if !cut {
         let mut buf = String::new();
         let _ = slow.read_to_string(&mut buf);
-        assert!(!buf.contains(" 200 "), "a trickled request was served: {buf}");
+        assert!(
+            !buf.contains(" 200 "),
+            "a trickled request was served: {buf}"
+        );
     }
-    assert!(started.elapsed() < Duration::from_secs(6), "cut off after the header deadline");
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "cut off after the header deadline"
+    );
 }
 
 #[test]
@@ -518,7 +663,9 @@ fn sigterm_tears_every_sandbox_down_and_removes_the_socket() {
         assert_eq!(r.status, 202, "{}", r.body);
         ids.push(sb);
     }
-    wait_until("the commands run", 20, || processes_with(&marker).len() >= 2);
+    wait_until("the commands run", 20, || {
+        processes_with(&marker).len() >= 2
+    });
     let helpers = children_of(s.pid());
     let mut child = s.child.take().unwrap();
     rustix::process::kill_process(
@@ -529,9 +676,14 @@ fn sigterm_tears_every_sandbox_down_and_removes_the_socket() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "SIGTERM is a clean exit");
     assert!(!Path::new(&s.socket).exists(), "the socket is removed");
-    wait_until("no process of any sandbox is left", 10, || processes_with(&marker).is_empty());
+    wait_until("no process of any sandbox is left", 10, || {
+        processes_with(&marker).is_empty()
+    });
     for h in helpers {
-        assert!(cgroup_dirs_with_prefix(&format!("cordon-{h}-")).is_empty(), "cgroups of helper {h} are gone");
+        assert!(
+            cgroup_dirs_with_prefix(&format!("cordon-{h}-")).is_empty(),
+            "cgroups of helper {h} are gone"
+        );
     }
     let audit = s.audit_text();
     assert!(audit.contains("\"shutdown\""), "{audit}");

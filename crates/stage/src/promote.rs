@@ -9,7 +9,10 @@
 //! path, `RENAME_EXCHANGE` over an old one). What a swap or rename moved
 //! aside is compared with the base once more, so a host change that raced
 //! the check is still caught. Any failure undoes every step taken, in
-//! reverse; only when all succeeded are the moved-aside files deleted.
+//! reverse; only when all succeeded are the moved-aside files disposed of:
+//! renamed into the stage's `graveyard/` when the stage store is on the
+//! tree's filesystem (freeing their blocks is then left to
+//! [`crate::Store::reap`], off the promotion's path), else deleted.
 //! Every lookup in the host tree is `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`
 //! from its root; files are created with permission bits only (`& 0o777`).
 
@@ -233,8 +236,10 @@ fn conflict(e: &Change, why: &str) -> StageError {
 enum Undo {
     /// A new entry at `path`: remove it.
     Remove { path: String, dir: bool },
-    /// A file swapped with `tmp`: swap back, then remove `tmp`.
+    /// A file swapped with `tmp`: swap back, then take `tmp` away.
     Exchange { path: String, tmp: String },
+    /// A new file placed at `path` from the temporary `tmp`: take it away.
+    Placed { path: String, tmp: String },
     /// `path` renamed to `tmp`: rename back.
     Aside { path: String, tmp: String },
     /// An empty directory removed: create it again.
@@ -251,10 +256,15 @@ struct Applier<'a> {
     garbage: Vec<String>,
     /// Temporary files not yet in place.
     pending: Vec<String>,
+    /// Temporary files that are the upper layer's own file, moved out of
+    /// it (the value: its path there); taken away means moved back.
+    from_upper: std::collections::HashMap<String, String>,
     counter: usize,
     /// A private directory at the tree's root that deleted files are moved
     /// into (so that their directory can be removed) until the end.
     trash: Option<String>,
+    /// The stage's graveyard (outside the tree), if it could be made.
+    graveyard: Option<OwnedFd>,
 }
 
 fn io(path: &str, e: impl Into<std::io::Error>) -> StageError {
@@ -413,6 +423,7 @@ impl Applier<'_> {
                 rustix::fs::symlinkat(target, &dir, tmp_name).map_err(|err| io(&e.path, err))?;
                 self.pending.push(tmp.clone());
             }
+            Kind::File if self.move_from_upper(e, &dir, tmp_name, &tmp)? => {}
             Kind::File => {
                 let out = rustix::fs::openat(
                     &dir,
@@ -450,6 +461,69 @@ impl Applier<'_> {
         Ok(tmp)
     }
 
+    /// Move the upper layer's file itself to the temporary name `tmp`
+    /// (`tmp_name` in `dir`) instead of copying it: one rename, no new
+    /// inode and no data written, which is most of a large promotion's
+    /// time on a busy disk. Only for a file of the caller with one link,
+    /// on the tree's filesystem, whose content (read from the very inode
+    /// that is moved) still hashes to the change set's; its extended
+    /// attributes (ACLs included) are removed and its mode set to the
+    /// permission bits. `Ok(false)`: not possible, copy it instead.
+    fn move_from_upper(
+        &mut self,
+        e: &Change,
+        dir: &OwnedFd,
+        tmp_name: &str,
+        tmp: &str,
+    ) -> Result<bool> {
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let Ok(src) = fsutil::open_beneath(self.upper, &e.path, flags) else {
+            return Ok(false);
+        };
+        let Ok(st) = rustix::fs::fstat(&src) else {
+            return Ok(false);
+        };
+        if st.st_mode & 0o170000 != 0o100000
+            || st.st_nlink != 1
+            || st.st_uid != rustix::process::geteuid().as_raw()
+        {
+            return Ok(false);
+        }
+        if !strip_xattrs(&src) {
+            return Ok(false);
+        }
+        let (hash, _) = fsutil::hash_reader(std::fs::File::from(
+            src.try_clone().map_err(|err| io(&e.path, err))?,
+        ))
+        .map_err(|err| io(&e.path, err))?;
+        if Some(&hash) != e.hash.as_ref() {
+            return Err(StageError::Conflict(format!(
+                "nothing was promoted: {}: the staged file changed after the change set was captured",
+                e.path
+            )));
+        }
+        let (udir, uname) = parent_of(self.upper, &e.path).map_err(|err| io(&e.path, err))?;
+        match rustix::fs::renameat_with(&udir, uname, dir, tmp_name, RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            Err(_) => return Ok(false), // EXDEV: another filesystem
+        }
+        self.pending.push(tmp.to_owned());
+        self.from_upper.insert(tmp.to_owned(), e.path.clone());
+        // What was renamed must be the inode that was hashed.
+        let moved = rustix::fs::statat(dir, tmp_name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|err| io(&e.path, err))?;
+        if (moved.st_dev, moved.st_ino) != (st.st_dev, st.st_ino) {
+            return Err(StageError::Conflict(format!(
+                "nothing was promoted: {}: the staged file was replaced while it was promoted",
+                e.path
+            )));
+        }
+        // Permission bits only: never setuid, setgid or sticky.
+        rustix::fs::fchmod(&src, Mode::from_raw_mode(e.mode.unwrap_or(0o644) & 0o777))
+            .map_err(|err| io(&e.path, err))?;
+        Ok(true)
+    }
+
     /// Swap the staged temporary file in.
     fn place(&mut self, e: &Change, tmp: String) -> Result<()> {
         match &e.base {
@@ -462,9 +536,9 @@ impl Applier<'_> {
                     Err(err) => return Err(io(&e.path, err)),
                 }
                 self.pending.retain(|p| *p != tmp);
-                self.undo.push(Undo::Remove {
+                self.undo.push(Undo::Placed {
                     path: e.path.clone(),
-                    dir: false,
+                    tmp,
                 });
             }
             Some(base) => {
@@ -481,16 +555,55 @@ impl Applier<'_> {
         Ok(())
     }
 
+    /// Take a moved-aside old entry out of the tree: into the graveyard
+    /// (one rename; the store on another filesystem: `EXDEV`), else
+    /// deleted here.
+    fn dispose(&mut self, rel: &str) {
+        if let Some(g) = &self.graveyard {
+            self.counter += 1;
+            let moved = parent_of(self.root, rel).and_then(|(dir, name)| {
+                rustix::fs::renameat_with(
+                    &dir,
+                    name,
+                    g,
+                    self.counter.to_string().as_str(),
+                    RenameFlags::NOREPLACE,
+                )
+            });
+            match moved {
+                Ok(()) => return,
+                Err(Errno::XDEV) => self.graveyard = None,
+                Err(_) => {}
+            }
+        }
+        let _ = self.unlink(rel, false);
+    }
+
+    /// Take a new file at `rel` (made as the temporary `tmp`) out of the
+    /// tree again: back into the upper layer if it came from there, else
+    /// deleted.
+    fn take_away(&self, rel: &str, tmp: &str) -> std::result::Result<(), Errno> {
+        match self.from_upper.get(tmp) {
+            Some(upper_rel) => {
+                let (from, name) = parent_of(self.root, rel)?;
+                let (to, to_name) = parent_of(self.upper, upper_rel)?;
+                rustix::fs::renameat_with(&from, name, &to, to_name, RenameFlags::NOREPLACE)
+            }
+            None => self.unlink(rel, false),
+        }
+    }
+
     fn rollback(&mut self) {
         for p in std::mem::take(&mut self.pending) {
-            let _ = self.unlink(&p, false);
+            let _ = self.take_away(&p, &p);
         }
         while let Some(u) = self.undo.pop() {
             let _ = match u {
                 Undo::Remove { path, dir } => self.unlink(&path, dir),
+                Undo::Placed { path, tmp } => self.take_away(&path, &tmp),
                 Undo::Exchange { path, tmp } => self
                     .rename(&tmp, &path, RenameFlags::EXCHANGE)
-                    .and_then(|()| self.unlink(&tmp, false)),
+                    .and_then(|()| self.take_away(&tmp, &tmp)),
                 Undo::Aside { path, tmp } => self.rename(&tmp, &path, RenameFlags::NOREPLACE),
                 Undo::Rmdir { path, mode } => parent_of(self.root, &path)
                     .and_then(|(d, n)| rustix::fs::mkdirat(&d, n, Mode::from_raw_mode(mode))),
@@ -498,6 +611,25 @@ impl Applier<'_> {
             };
         }
     }
+}
+
+/// Remove every extended attribute of `fd` (a file a run wrote can carry
+/// an ACL or other attributes a copy would not); false when one cannot be
+/// listed or removed.
+fn strip_xattrs(fd: &OwnedFd) -> bool {
+    let mut names = vec![0u8; 4096];
+    let n = match rustix::fs::flistxattr(fd, &mut names) {
+        Ok(n) => n,
+        Err(Errno::NOTSUP) => return true, // a filesystem without them
+        Err(_) => return false,
+    };
+    names[..n]
+        .split(|b| *b == 0)
+        .filter(|name| !name.is_empty())
+        .all(|name| {
+            std::ffi::CString::new(name)
+                .is_ok_and(|name| rustix::fs::fremovexattr(fd, name.as_c_str()).is_ok())
+        })
 }
 
 fn copy_hashing(src: OwnedFd, out: &OwnedFd) -> std::io::Result<String> {
@@ -559,6 +691,8 @@ pub fn promote(stage: &Stage, chosen: Vec<Change>, allowed_rules: Vec<String>) -
         pending: Vec::new(),
         counter: 0,
         trash: None,
+        graveyard: stage.graveyard().ok(),
+        from_upper: std::collections::HashMap::new(),
     };
     let result = (|| -> Result<()> {
         for e in &deletions {
@@ -587,7 +721,7 @@ pub fn promote(stage: &Stage, chosen: Vec<Change>, allowed_rules: Vec<String>) -
         return Err(e);
     }
     for g in std::mem::take(&mut a.garbage) {
-        let _ = a.unlink(&g, false);
+        a.dispose(&g);
     }
     if let Some(t) = a.trash.take() {
         let _ = a.unlink(&t, true);

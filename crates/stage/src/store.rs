@@ -172,6 +172,18 @@ impl Store {
         Ok(out)
     }
 
+    /// Delete what [`Stage::remove_later`] set aside (by any process).
+    pub fn reap(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(REAPED) {
+                let _ = remove_tree(&e.path());
+            }
+        }
+    }
+
     /// Remove staged runs older than `max_age`; returns their ids.
     pub fn prune(&self, max_age: Duration) -> Result<Vec<String>> {
         let now = SystemTime::now()
@@ -275,7 +287,48 @@ impl Stage {
     pub fn remove(&self) -> Result<()> {
         remove_tree(&self.dir).map_err(|e| StageError::io(&self.dir, e))
     }
+
+    /// The directory promotion moves replaced host files into (created
+    /// now if it is not there), opened.
+    pub(crate) fn graveyard(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        let path = self.dir.join(GRAVEYARD);
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        crate::fsutil::open_root(&path)
+    }
+
+    /// Take the stage (`whole`) or its graveyard out of the store's view
+    /// with one rename, for [`Store::reap`] to delete; the caller starts
+    /// that. Returns whether anything waits to be reaped.
+    pub fn remove_later(&self, whole: bool) -> Result<bool> {
+        let from = if whole {
+            self.dir.clone()
+        } else {
+            self.dir.join(GRAVEYARD)
+        };
+        let Some(root) = self.dir.parent() else {
+            return Ok(false);
+        };
+        let to = root.join(format!(
+            "{REAPED}{}-{}-{}",
+            self.meta.run_id,
+            std::process::id(),
+            coarse_now_ns()
+        ));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StageError::io(&from, e)),
+        }
+    }
 }
+
+/// Where promotion puts the host files it replaced or deleted.
+const GRAVEYARD: &str = "graveyard";
+/// The name prefix of what waits in the store to be deleted.
+const REAPED: &str = ".reap-";
 
 /// The bytes of the files under `path` plus 4 KiB per directory (what a
 /// stage holds; entries that vanish while it is read count nothing).

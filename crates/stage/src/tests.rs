@@ -385,3 +385,58 @@ fn copy_fallback_refuses_a_tree_over_the_cap() {
     let err = crate::make_copy(&t.stage, 15).unwrap_err().to_string();
     assert!(err.contains("max_size cap of 15 bytes"), "{err}");
 }
+
+/// Promotion moves the upper layer's own files into the tree (no copy):
+/// their extended attributes do not come along, and when the promotion
+/// fails after some were moved, they go back into the upper layer, so the
+/// stage is whole and a later promotion applies them.
+#[test]
+fn moved_files_lose_xattrs_and_go_back_on_failure() {
+    let t = setup(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    write(&t.upper("a.txt"), "A\n", 0o644);
+    write(&t.upper("b.txt"), "B\n", 0o644);
+    rustix::fs::setxattr(
+        t.upper("a.txt"),
+        "user.planted",
+        b"1",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    let set = capture(&t.stage).unwrap();
+    // b's staged content no longer matches the change set: the promotion
+    // fails after a.txt was moved.
+    write(&t.upper("b.txt"), "tampered\n", 0o644);
+    let (chosen, _) = choose(&t.stage, &set, &Selection::default(), &mut |_, _| false).unwrap();
+    let err = promote(&t.stage, chosen, Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("b.txt") && err.contains("changed after"),
+        "{err}"
+    );
+    let root = t.target.path();
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    assert_eq!(
+        std::fs::read_to_string(t.upper("a.txt")).unwrap(),
+        "A\n",
+        "moved back"
+    );
+    let names: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary entries left: {names:?}");
+
+    write(&t.upper("b.txt"), "B\n", 0o644);
+    let (chosen, _) = choose(&t.stage, &set, &Selection::default(), &mut |_, _| false).unwrap();
+    promote(&t.stage, chosen, Vec::new()).unwrap();
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "A\n");
+    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "B\n");
+    let mut buf = [0u8; 256];
+    assert_eq!(
+        rustix::fs::listxattr(root.join("a.txt"), &mut buf).unwrap(),
+        0
+    );
+    assert!(!t.upper("a.txt").exists(), "moved, not copied");
+}
