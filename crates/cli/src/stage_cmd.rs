@@ -507,7 +507,12 @@ pub fn discard(args: DiscardArgs) -> anyhow::Result<u8> {
     let stage = store
         .open(&args.run_id)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Out of the store's view now, deleted in the background.
+    match stage.remove_later(true) {
+        Ok(true) => reap_in_background(),
+        Ok(false) => {}
+        Err(_) => stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?,
+    }
     eprintln!(
         "cordon: discarded the staged changes of {} ({})",
         args.run_id,

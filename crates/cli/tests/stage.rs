@@ -67,6 +67,25 @@ impl Fixture {
             .count()
     }
 
+    /// Whether what promotions and discards set aside was deleted by the
+    /// background `cordon __reap-stages` (waits up to 10 s).
+    fn reaped(&self) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let waiting = std::fs::read_dir(self.state.path().join("cordon/stage"))
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(".reap-"));
+            if !waiting {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// The report's staging mode is the fixture's.
     fn check_mode(&self, o: &common::Outcome) {
         if o.report["stage"].is_null() {
@@ -359,6 +378,7 @@ fn staged_run_leaves_host_untouched_and_lists_every_op(f: Fixture) {
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no staged run"));
     assert_eq!(f.stages_left(), 0);
+    assert!(f.reaped(), "the discarded stage was deleted");
     assert_eq!(snapshot(&f.repo), before);
 }
 
@@ -482,6 +502,11 @@ fn promote_applies_exactly_the_chosen_paths(f: Fixture) {
         "the stage is gone"
     );
     assert_eq!(f.promotions().len(), 2);
+    assert!(
+        f.reaped(),
+        "the emptied stage and the replaced files were deleted"
+    );
+    assert_eq!(f.stages_left(), 0);
 }
 
 /// Layer: the conflict check (stage/promote.rs `host_is`). A host file
