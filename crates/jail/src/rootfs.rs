@@ -80,6 +80,9 @@ pub(crate) struct Plan {
     /// Detached idmapped mounts for `user_binds` (crate::identity), or
     /// empty: the supervisor's descriptors, inherited by the init.
     idmapped: Vec<std::os::fd::RawFd>,
+    /// A scratch tmpfs at this path (`Spec::workspace`), when no declared
+    /// bind is there.
+    workspace: Option<PathBuf>,
 }
 
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
@@ -101,6 +104,7 @@ impl Plan {
             idmapped: Vec::new(),
             tmp_size: spec.tmp_size.max(4096).to_string(),
             tmp_inodes: spec.tmp_inodes.max(16).to_string(),
+            workspace: None,
         };
         for dir in SYSTEM_DIRS {
             let path = Path::new(dir);
@@ -193,6 +197,16 @@ impl Plan {
         }
         // Parents before children, so nested binds land on top.
         user.sort_by_key(|b| b.path.components().count());
+        plan.workspace = match &spec.workspace {
+            Some(w) if !w.is_absolute() || w == Path::new("/") || RESERVED.iter().any(|r| w.starts_with(r)) || w.starts_with("/tmp") => {
+                return Err(fs_err(
+                    format!("{}: the workspace must be an absolute path outside /, /tmp, /proc, /dev and /sys", w.display()),
+                    None,
+                ))
+            }
+            Some(w) if user.iter().any(|b| b.path == *w) => None,
+            other => other.clone(),
+        };
         plan.user_binds = user;
         overlay::check(&plan.staged)?;
         Ok(plan)
@@ -272,6 +286,7 @@ impl Plan {
             .map(|b| (b.path.clone(), b.writable, b.dir))
             .collect();
         out.extend(self.staged.iter().map(|s| (s.lower.clone(), true, true)));
+        out.extend(self.workspace.iter().map(|w| (w.clone(), true, true)));
         out.push((PathBuf::from("/etc"), false, true));
         out.extend(self.files.iter().map(|f| (f.path.clone(), false, false)));
         out
@@ -332,6 +347,15 @@ impl Plan {
         let tmp = self.scratch_tmpfs("/tmp")?;
         attach_dir(root, "tmp", tmp)?;
         self.build_dev(root, dev)?;
+        if let Some(w) = &self.workspace {
+            let scratch = self.scratch_tmpfs("workspace")?;
+            let b = PlannedBind {
+                path: w.clone(),
+                writable: true,
+                dir: true,
+            };
+            attach(root, &b, scratch)?;
+        }
         for (b, tree) in self.user_binds.iter().zip(user) {
             attach(root, b, tree)?;
         }

@@ -53,6 +53,11 @@ pub struct Spec {
     /// executes (in `Outcome::observed`) and let the call continue.
     #[serde(default)]
     pub observe: bool,
+    /// A writable, size-capped tmpfs at this path (scratch space that is
+    /// not /tmp, e.g. `/workspace` for a session), unless a declared bind
+    /// is already there. Same size and inode limits as /tmp.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
 }
 
 /// A bind kind whose writes never reach the host directory: an overlay
@@ -242,6 +247,7 @@ impl Spec {
             files: Vec::new(),
             staged: Vec::new(),
             observe: false,
+            workspace: None,
         }
     }
 }

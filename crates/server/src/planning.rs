@@ -12,6 +12,9 @@ use crate::error::ApiError;
 use crate::tokens::Ceiling;
 use crate::wire::CreateSandbox;
 
+/// Every sandbox's writable scratch tree and default working directory.
+pub const WORKSPACE: &str = "/workspace";
+
 /// A create request, checked and resolved.
 #[derive(Debug)]
 pub struct Plan {
@@ -173,6 +176,9 @@ pub fn plan(req: &CreateSandbox, caller: &Caller) -> Result<Plan, ApiError> {
     }
     let mut spec = cordon_plan::sandbox_spec(&profile, Path::new("/"))
         .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    // A writable scratch tree, the working directory of every exec.
+    spec.workspace = Some(PathBuf::from(WORKSPACE));
+    spec.cwd = PathBuf::from(WORKSPACE);
     cordon_plan::protect_host_tools(&profile, &mut spec);
     // The session's lifetime is `ttl` (else the profile's timeout), not a
     // per-command deadline.

@@ -16,7 +16,8 @@ use cordon_session::{
 };
 
 fn spec() -> cordon_jail::Spec {
-    let mut spec = cordon_jail::Spec::new(Vec::new(), PathBuf::from("/tmp"));
+    let mut spec = cordon_jail::Spec::new(Vec::new(), PathBuf::from("/workspace"));
+    spec.workspace = Some(PathBuf::from("/workspace"));
     spec.limits.pids = Some(256);
     spec.limits.memory = Some(512 << 20);
     spec
@@ -89,12 +90,12 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     assert_eq!((exit.exit_code, exit.reason), (3, ExitReason::Exited));
     assert_eq!((out.as_str(), err.as_str()), ("hi\n", "oops\n"));
 
-    let (exit, ..) = run(&sb, &["sh", "-c", "echo kept > /tmp/state"]).await;
+    let (exit, ..) = run(&sb, &["sh", "-c", "echo kept > /tmp/state; echo also > notes"]).await;
     assert_eq!(exit.exit_code, 0);
-    let (_, out, _) = run(&sb, &["cat", "/tmp/state"]).await;
+    let (_, out, _) = run(&sb, &["cat", "/tmp/state", "/workspace/notes"]).await;
     assert_eq!(
-        out, "kept\n",
-        "a file written by one exec is there for the next"
+        out, "kept\nalso\n",
+        "files written by one exec (in /tmp and in the workspace, its cwd) are there for the next"
     );
 
     let mut with_stdin = req(&["tr", "a-z", "A-Z"]);
