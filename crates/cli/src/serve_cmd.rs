@@ -12,7 +12,7 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --max-file-size 64M --files-quota 512M\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
+    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --max-file-size 64M --files-quota 512M\n  cordon serve --warm 4 --warm-preset untrusted --warm-preset low\n  cordon serve --warm 16 --warm-auto                # pool sized from the claim rate\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
 )]
 pub struct ServeArgs {
     /// Also listen on this TCP address (every request needs a token).
@@ -21,9 +21,17 @@ pub struct ServeArgs {
     /// The unix socket [default: $XDG_RUNTIME_DIR/cordon/cordon.sock, /run/cordon/cordon.sock for root].
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Sandboxes to keep built ahead of time (the warm pool is not in this build: sandboxes are built on demand).
+    /// Sandboxes to keep built ahead of time for each --warm-preset (the
+    /// warm pool; a create with its own paths, limits, hosts or environment
+    /// is still served from it).
     #[arg(long, value_name = "N", default_value_t = 0)]
     warm: usize,
+    /// Size each pool from the claim rate, up to --warm.
+    #[arg(long, requires = "warm")]
+    warm_auto: bool,
+    /// A preset to keep a warm pool for (repeatable) [default: untrusted].
+    #[arg(long, value_name = "PRESET")]
+    warm_preset: Vec<String>,
     /// Most sandboxes alive at once (a create beyond it: 429).
     #[arg(long, value_name = "N", default_value_t = 100)]
     max_sandboxes: usize,
@@ -68,14 +76,37 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())
 }
 
+/// One warm pool per --warm-preset, each built from what a create naming
+/// only that preset gets.
+fn warm_pools(args: &ServeArgs) -> anyhow::Result<Vec<cordon_session::PoolConfig>> {
+    if args.warm == 0 {
+        return Ok(Vec::new());
+    }
+    let presets = if args.warm_preset.is_empty() {
+        vec!["untrusted".to_owned()]
+    } else {
+        args.warm_preset.clone()
+    };
+    presets
+        .iter()
+        .map(|preset| {
+            let base = cordon_server::planning::pool_base(preset)
+                .map_err(|e| anyhow::anyhow!("--warm-preset {preset}: {e}"))?;
+            Ok(cordon_session::PoolConfig {
+                base,
+                size: args.warm,
+                auto: args.warm_auto,
+            })
+        })
+        .collect()
+}
+
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     if args.print_openapi {
         print!("{}", cordon_server::openapi::document());
         return Ok(0);
     }
-    if args.warm > 0 {
-        eprintln!("cordon serve: --warm {}: the warm pool is not in this build; sandboxes are built on demand", args.warm);
-    }
+    let pools = warm_pools(&args)?;
     let audit_path = if args.no_audit {
         None
     } else {
@@ -105,6 +136,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         audit_path,
         engine: cordon_session::EngineConfig {
             max_sessions: args.max_sandboxes,
+            pools,
             ..Default::default()
         },
         argv: std::env::args().collect(),

@@ -691,3 +691,42 @@ fn sigterm_tears_every_sandbox_down_and_removes_the_socket() {
         assert!(audit.contains(&id));
     }
 }
+
+/// `--warm`: creates are served from the pool, also with their own host
+/// paths and limits (given at claim time), and the files API and execs
+/// work on a claimed sandbox as on a fresh one.
+#[test]
+fn warm_pool_serves_creates_with_their_own_paths() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&["--warm", "2"]);
+    let pool = |s: &Server| s.unix("GET", "/v1/health", None).json()["pool"].clone();
+    wait_until("the pool fills", 30, || pool(&s)["ready"] == 2);
+    let host = tempfile::tempdir().unwrap();
+    let rw = host.path().canonicalize().unwrap();
+    let sb = s.create(json!({"rw": [rw.to_str().unwrap()], "memory": "256M"}));
+    assert_eq!(pool(&s)["hits"], 1, "served from the pool: {}", pool(&s));
+    let r = s.unix(
+        "PUT",
+        &format!("/v1/sandboxes/{sb}/files/workspace/a.py"),
+        Some(&json!("unused")),
+    );
+    assert!(r.status < 300, "{} {}", r.status, r.body);
+    let script = format!("print(6*7); open('{}/out', 'w').write('from the sandbox')", rw.display());
+    let r = s.unix(
+        "POST",
+        &format!("/v1/sandboxes/{sb}/exec"),
+        Some(&json!({"argv": ["python3", "-c", script]})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["stdout"], "42\n", "{}", r.body);
+    assert_eq!(
+        std::fs::read_to_string(rw.join("out")).unwrap(),
+        "from the sandbox",
+        "the path given at claim time is the host's, writable"
+    );
+    let r = s.unix("DELETE", &format!("/v1/sandboxes/{sb}"), None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    wait_until("the pool refills", 30, || pool(&s)["ready"] == 2);
+}

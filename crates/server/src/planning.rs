@@ -131,6 +131,17 @@ fn check_ceiling(
     Ok(())
 }
 
+/// The spec a warm pool for `preset` is built from: what a create naming
+/// only that preset gets (a create that adds paths, limits, hosts or
+/// environment is still served by it; see cordon_session's pool).
+pub fn pool_base(preset: &str) -> Result<cordon_jail::Spec, ApiError> {
+    let req = CreateSandbox {
+        preset: Some(preset.to_owned()),
+        ..CreateSandbox::default()
+    };
+    Ok(plan(&req, &Caller::owner())?.spec)
+}
+
 /// Resolve and check a create request.
 pub fn plan(req: &CreateSandbox, caller: &Caller) -> Result<Plan, ApiError> {
     let (base, profile_name) = base_profile(req, caller)?;

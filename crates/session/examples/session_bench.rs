@@ -59,7 +59,7 @@ fn main() {
         let engine = Engine::new(
             spawner,
             EngineConfig {
-                pool: Some(PoolConfig { base: base.clone(), size: 4, auto: false }),
+                pools: vec![PoolConfig { base: base.clone(), size: 4, auto: false }],
                 ..EngineConfig::default()
             },
         )

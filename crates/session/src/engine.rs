@@ -29,10 +29,11 @@ pub struct EngineConfig {
     /// Output kept per process for re-attaching (bytes); older output is
     /// dropped first.
     pub event_buffer: usize,
-    /// The warm pool: sandboxes built ahead from this spec's shape
-    /// (crate::pool), claimed by creates whose spec differs from it only
+    /// Warm pools (one per profile): sandboxes built ahead from each base
+    /// spec's shape (crate::pool), claimed by creates whose spec differs
+    /// from one only
     /// in what can be given late.
-    pub pool: Option<crate::pool::PoolConfig>,
+    pub pools: Vec<crate::pool::PoolConfig>,
 }
 
 impl Default for EngineConfig {
@@ -41,7 +42,7 @@ impl Default for EngineConfig {
             max_sessions: 1000,
             max_execs_per_session: 64,
             event_buffer: 4 << 20,
-            pool: None,
+            pools: Vec::new(),
         }
     }
 }
@@ -124,49 +125,60 @@ struct Inner {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Sessions being created (counted against the capacity).
     pending: AtomicU64,
-    pool: crate::pool::Pool,
+    pools: Vec<Arc<crate::pool::Pool>>,
 }
 
 impl Engine {
     /// Start the engine on a spawner forked earlier (inside a tokio
     /// runtime).
     pub fn new(spawner: Spawner, config: EngineConfig) -> Result<Engine> {
-        let pool = crate::pool::Pool::new(config.pool.clone());
+        let pools: Vec<Arc<crate::pool::Pool>> = config
+            .pools
+            .iter()
+            .filter(|c| c.size > 0)
+            .map(|c| Arc::new(crate::pool::Pool::new(c.clone())))
+            .collect();
         let engine = Engine {
             inner: Arc::new(Inner {
                 config,
                 spawner: Mutex::new(spawner.socket),
                 sessions: Mutex::new(HashMap::new()),
                 pending: AtomicU64::new(0),
-                pool,
+                pools,
             }),
         };
-        if engine.inner.pool.enabled() {
+        for pool in &engine.inner.pools {
             let refill = engine.clone();
-            tokio::spawn(async move { refill.refill_pool().await });
+            let pool = pool.clone();
+            tokio::spawn(async move { refill.refill_pool(&pool).await });
         }
         Ok(engine)
     }
 
-    /// The warm pool's counters.
+    /// The warm pools' counters, added up.
     pub fn pool_stats(&self) -> crate::pool::PoolStats {
-        self.inner.pool.stats()
+        crate::pool::PoolStats::sum(self.pools_stats())
     }
 
-    /// Keep the pool at its target: build whenever it is short.
-    async fn refill_pool(&self) {
+    /// Each warm pool's counters, in the order they were configured.
+    pub fn pools_stats(&self) -> Vec<crate::pool::PoolStats> {
+        self.inner.pools.iter().map(|p| p.stats()).collect()
+    }
+
+    /// Keep a pool at its target: build whenever it is short.
+    async fn refill_pool(&self, pool: &crate::pool::Pool) {
         loop {
-            while self.inner.pool.short() {
+            while pool.short() {
                 let started = Instant::now();
-                match self.build(self.inner.pool.base_spec()).await {
-                    Ok(parts) => self.inner.pool.put(parts, started.elapsed()),
+                match self.build(pool.base_spec()).await {
+                    Ok(parts) => pool.put(parts, started.elapsed()),
                     Err(e) => {
                         tracing::warn!("cannot build a pooled sandbox: {e}");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
             }
-            self.inner.pool.wait_for_claim().await;
+            pool.wait_for_claim().await;
         }
     }
 
@@ -204,8 +216,12 @@ impl Engine {
     /// Only what differs from the pool's base is done: binds and cgroup
     /// limits through the spawner, the rest of the limits by telling the
     /// init, nothing at all for a request of the base's own settings.
-    async fn claim(&self, parts: &Parts, spec: &cordon_jail::Spec) -> Result<()> {
-        let base = self.inner.pool.base_spec();
+    async fn claim(
+        &self,
+        base: &cordon_jail::Spec,
+        parts: &Parts,
+        spec: &cordon_jail::Spec,
+    ) -> Result<()> {
         let same_limits = serde_json::to_value(&base.limits).ok()
             == serde_json::to_value(&spec.limits).ok();
         if spec.binds.is_empty() && same_limits {
@@ -250,12 +266,22 @@ impl Engine {
     pub async fn create(&self, req: CreateSession) -> Result<Arc<Session>> {
         let _slot = self.reserve()?;
         let mut dead = Vec::new();
-        let pooled = self.inner.pool.take(&req.spec, &mut dead);
+        let pooled = self
+            .inner
+            .pools
+            .iter()
+            .find(|p| p.fits(&req.spec))
+            .and_then(|p| Some((p.base_spec(), p.take(&mut dead)?)));
+        if pooled.is_none() {
+            if let Some(first) = self.inner.pools.first() {
+                first.count_miss();
+            }
+        }
         for parts in dead {
             self.discard(parts).await;
         }
         let parts = match pooled {
-            Some(parts) => match self.claim(&parts, &req.spec).await {
+            Some((base, parts)) => match self.claim(&base, &parts, &req.spec).await {
                 Ok(()) => parts,
                 Err(e) => {
                     // Half-given: never used for anything else.
@@ -358,8 +384,10 @@ impl Engine {
 
     /// Tear every session down (SIGTERM of the server).
     pub async fn shutdown(&self) -> Vec<Teardown> {
-        for parts in self.inner.pool.drain() {
-            self.discard(parts).await;
+        for pool in &self.inner.pools {
+            for parts in pool.drain() {
+                self.discard(parts).await;
+            }
         }
         let mut done = Vec::new();
         for session in self.sessions() {

@@ -31,7 +31,7 @@ pub struct PoolConfig {
     pub auto: bool,
 }
 
-/// The pool's counters.
+/// A pool's counters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PoolStats {
     pub enabled: bool,
@@ -43,9 +43,23 @@ pub struct PoolStats {
     pub discarded: u64,
 }
 
+impl PoolStats {
+    /// Several pools' counters added up.
+    pub fn sum(all: Vec<PoolStats>) -> PoolStats {
+        all.into_iter().fold(PoolStats::default(), |a, b| PoolStats {
+            enabled: a.enabled || b.enabled,
+            ready: a.ready + b.ready,
+            target: a.target + b.target,
+            hits: a.hits + b.hits,
+            misses: a.misses + b.misses,
+            discarded: a.discarded + b.discarded,
+        })
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Pool {
-    config: Option<PoolConfig>,
+    config: PoolConfig,
     ready: Mutex<VecDeque<Parts>>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -61,9 +75,9 @@ pub(crate) struct Pool {
 const RATE_WINDOW: Duration = Duration::from_secs(10);
 
 impl Pool {
-    pub(crate) fn new(config: Option<PoolConfig>) -> Pool {
+    pub(crate) fn new(config: PoolConfig) -> Pool {
         Pool {
-            config: config.filter(|c| c.size > 0),
+            config,
             ready: Mutex::new(VecDeque::new()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -74,22 +88,13 @@ impl Pool {
         }
     }
 
-    pub(crate) fn enabled(&self) -> bool {
-        self.config.is_some()
-    }
-
     pub(crate) fn base_spec(&self) -> cordon_jail::Spec {
-        self.config
-            .as_ref()
-            .map(|c| c.base.clone())
-            .unwrap_or_else(|| cordon_jail::Spec::new(Vec::new(), "/".into()))
+        self.config.base.clone()
     }
 
     /// How many should be ready now.
     fn target(&self) -> usize {
-        let Some(config) = &self.config else {
-            return 0;
-        };
+        let config = &self.config;
         if !config.auto {
             return config.size;
         }
@@ -110,7 +115,7 @@ impl Pool {
     }
 
     pub(crate) fn short(&self) -> bool {
-        self.enabled() && self.ready.lock().map_or(0, |r| r.len()) < self.target()
+        self.ready.lock().map_or(0, |r| r.len()) < self.target()
     }
 
     /// Add a sandbox just built (it took `took`).
@@ -123,16 +128,21 @@ impl Pool {
         }
     }
 
-    /// A ready sandbox for `spec`, if the pool has one of its shape.
-    /// Sandboxes whose init died are handed back in `dead` for disposal.
-    pub(crate) fn take(&self, spec: &cordon_jail::Spec, dead: &mut Vec<Parts>) -> Option<Parts> {
-        let config = self.config.as_ref()?;
+    /// Whether a request for `spec` can be served by this pool.
+    pub(crate) fn fits(&self, spec: &cordon_jail::Spec) -> bool {
+        same_shape(&self.config.base, spec)
+    }
+
+    /// A create no pool could serve.
+    pub(crate) fn count_miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A ready sandbox (the caller checked [`Pool::fits`]). Sandboxes
+    /// whose init died are handed back in `dead` for disposal.
+    pub(crate) fn take(&self, dead: &mut Vec<Parts>) -> Option<Parts> {
         if let Ok(mut c) = self.claims.lock() {
             c.push_back(Instant::now());
-        }
-        if !same_shape(&config.base, spec) {
-            self.misses.fetch_add(1, Ordering::Relaxed);
-            return None;
         }
         let mut found = None;
         if let Ok(mut ready) = self.ready.lock() {
@@ -172,7 +182,7 @@ impl Pool {
 
     pub(crate) fn stats(&self) -> PoolStats {
         PoolStats {
-            enabled: self.enabled(),
+            enabled: true,
             ready: self.ready.lock().map_or(0, |r| r.len()),
             target: self.target(),
             hits: self.hits.load(Ordering::Relaxed),

@@ -23,6 +23,14 @@ fn spec() -> cordon_jail::Spec {
     spec
 }
 
+/// Another profile's shape: unix sockets allowed (a seccomp program of
+/// its own).
+fn unix_spec() -> cordon_jail::Spec {
+    let mut spec = spec();
+    spec.allow_unix_sockets = true;
+    spec
+}
+
 fn req(argv: &[&str]) -> ExecRequest {
     ExecRequest {
         argv: argv.iter().map(|s| s.to_string()).collect(),
@@ -503,22 +511,29 @@ fn main() {
         let pooled = Engine::new(
             pooled_spawner,
             EngineConfig {
-                pool: Some(cordon_session::PoolConfig {
-                    base: spec(),
-                    size: 2,
-                    auto: false,
-                }),
+                pools: vec![
+                    cordon_session::PoolConfig {
+                        base: spec(),
+                        size: 2,
+                        auto: false,
+                    },
+                    cordon_session::PoolConfig {
+                        base: unix_spec(),
+                        size: 1,
+                        auto: false,
+                    },
+                ],
                 ..EngineConfig::default()
             },
         )
         .unwrap_or_else(|e| panic!("{e}"));
         for _ in 0..200 {
-            if pooled.pool_stats().ready == 2 {
+            if pooled.pool_stats().ready == 3 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(pooled.pool_stats().ready, 2, "the pool fills");
+        assert_eq!(pooled.pool_stats().ready, 3, "the pools fill");
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
         println!(

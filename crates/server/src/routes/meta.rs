@@ -12,10 +12,24 @@ use crate::wire::Health;
     responses((status = 200, description = "The server is up", body = Health)))]
 pub async fn health(State(state): State<AppState>) -> Json<Health> {
     let sessions = state.engine().map(|e| e.sessions().len()).unwrap_or(0);
+    let pool = state
+        .engine()
+        .map(|e| {
+            let total = e.pool_stats();
+            json!({
+                "ready": total.ready,
+                "target": total.target,
+                "hits": total.hits,
+                "misses": total.misses,
+                "discarded": total.discarded,
+                "pools": e.pools_stats(),
+            })
+        })
+        .unwrap_or_else(|_| json!({"ready": 0}));
     Json(Health {
         status: "ok".into(),
         sessions,
-        pool: json!({"warm": 0}),
+        pool,
     })
 }
 
