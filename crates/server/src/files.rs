@@ -299,9 +299,37 @@ pub async fn write(
     headers: HeaderMap,
     req: Request,
 ) -> Result<StatusCode, ApiError> {
-    let result = write_target(&state, &caller, &id, &raw, &headers, req.into_body()).await;
+    let mut body = req.into_body();
+    let result = write_target(&state, &caller, &id, &raw, &headers, &mut body).await;
+    if let Err(e) = &result {
+        if e.status != StatusCode::REQUEST_TIMEOUT {
+            drain(&mut body, state.limits().body_timeout).await;
+        }
+    }
     record(&state, &caller, &id, "file_write", &raw, &result);
     result.map(|_bytes| StatusCode::NO_CONTENT)
+}
+
+/// Most bytes of a refused upload read (and dropped) before the answer.
+const DRAIN_LIMIT: usize = 8 << 20;
+
+/// Read what is left of a refused upload, up to [`DRAIN_LIMIT`] and within
+/// `deadline`, before answering: a connection closed with bytes unread is
+/// reset by the kernel, and the reset throws away the answer (the 413, 409
+/// or 507) before the client has read it. hyper does not drain a body its
+/// handler left unread, so this does.
+async fn drain(body: &mut Body, deadline: Duration) {
+    let read = async {
+        let mut left = DRAIN_LIMIT;
+        while let Some(Ok(frame)) = body.frame().await {
+            let n = frame.data_ref().map_or(0, |d| d.len());
+            if n >= left {
+                return;
+            }
+            left -= n;
+        }
+    };
+    let _ = tokio::time::timeout(deadline, read).await;
 }
 
 async fn write_target(
@@ -310,7 +338,7 @@ async fn write_target(
     id: &str,
     raw: &str,
     headers: &HeaderMap,
-    mut body: Body,
+    body: &mut Body,
 ) -> Result<u64, ApiError> {
     let Target {
         session,
