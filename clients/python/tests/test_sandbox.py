@@ -179,21 +179,6 @@ def test_timeout_kills_the_exec_tree_not_the_session(sandbox: Sandbox) -> None:
     assert sandbox.exec(["echo", "alive"]).stdout == "alive\n"
 
 
-def test_files_roundtrip_list_remove(sandbox: Sandbox) -> None:
-    blob = bytes(range(256)) * 4
-    sandbox.files.write(f"{WORK}/bin.dat", blob)
-    sandbox.files.write(f"{WORK}/sub/t.txt", "text ✓")
-    assert sandbox.files.read(f"{WORK}/bin.dat") == blob
-    assert sandbox.files.read_text(f"{WORK}/sub/t.txt") == "text ✓"
-    names = {e.name: e for e in sandbox.files.list(WORK)}
-    assert names["bin.dat"].type == "file" and names["bin.dat"].size == len(blob)
-    assert names["sub"].type == "dir"
-    assert sandbox.exec(["wc", "-c", f"{WORK}/bin.dat"]).stdout.split()[0] == str(len(blob))
-    sandbox.files.remove(f"{WORK}/bin.dat")
-    with pytest.raises(NotFound):
-        sandbox.files.read(f"{WORK}/bin.dat")
-
-
 def test_exec_output_that_is_not_utf8(sandbox: Sandbox) -> None:
     r = sandbox.exec(["printf", "\\377\\376ok"])
     assert r.stdout_bytes == b"\xff\xfeok"

@@ -17,7 +17,7 @@ from . import _requests as rq
 from ._config import resolve_endpoint
 from ._errors import NotFound
 from ._http import AsyncHTTP, TimeoutArg
-from ._models import CellResult, Event, ExecResult, FileEntry, Output, ProcessInfo, SandboxInfo, collect
+from ._models import CellResult, Event, ExecResult, Listing, Output, ProcessInfo, SandboxInfo, collect
 from ._requests import Body, Duration
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncProcess", "AsyncFiles", "AsyncCodeContext"]
@@ -255,6 +255,10 @@ class AsyncSandbox:
         ctx_id, lang = _replies.context(await self._client.http.json(rq.create_context(self.id, language)))
         return AsyncCodeContext(self, ctx_id, lang or language)
 
+    async def code_contexts(self) -> List["AsyncCodeContext"]:
+        found = _replies.contexts(await self._client.http.json(rq.list_contexts(self.id)))
+        return [AsyncCodeContext(self, ctx_id, lang) for ctx_id, lang in found]
+
 
 class AsyncProcess:
     """A background command, for asyncio (see :class:`cordon_client.Process`)."""
@@ -313,11 +317,11 @@ class AsyncFiles:
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return (await self.read(path)).decode(encoding)
 
-    async def list(self, path: str) -> List[FileEntry]:
+    async def list(self, path: str = "/") -> Listing:
         return _replies.listing(await self._http.send(rq.get_file(self._sandbox.id, path)), path)
 
-    async def remove(self, path: str) -> None:
-        await self._http.send(rq.delete_file(self._sandbox.id, path))
+    async def remove(self, path: str, *, recursive: bool = False) -> None:
+        await self._http.send(rq.delete_file(self._sandbox.id, path, recursive=recursive))
 
     async def tar(self, path: str) -> bytes:
         return (await self._http.send(rq.get_tar(self._sandbox.id, path))).content

@@ -39,7 +39,7 @@ class CordonError(Exception):
     Attributes:
         status: the HTTP status (``None`` when no response came).
         code: the machine-readable code from the error body
-            (``"not_found"``, ``"quota_exceeded"``, ...), or a client-side one.
+            (``"not_found"``, ``"quota"``, ...), or a client-side one.
         message: what went wrong.
         fix: how to fix it, when the server said.
         body: the decoded error body, when there was one.
@@ -149,27 +149,19 @@ _BY_STATUS: Dict[int, Type[CordonError]] = {
 
 _BY_CODE: Dict[str, Type[CordonError]] = {
     "bad_request": BadRequest,
-    "invalid": BadRequest,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
-    "beyond_ceiling": Forbidden,
     "not_found": NotFound,
-    "timeout": Timeout,
     "request_timeout": Timeout,
     "conflict": Conflict,
-    "ended": Conflict,
     "too_large": PayloadTooLarge,
-    "payload_too_large": PayloadTooLarge,
     "unsupported_media_type": UnsupportedMediaType,
     "unprocessable": Unprocessable,
-    "rate_limited": RateLimited,
     "at_capacity": RateLimited,
-    "too_many_requests": RateLimited,
     "internal": ServerError,
-    "server_error": ServerError,
+    "not_implemented": ServerError,
     "unavailable": Unavailable,
-    "quota_exceeded": QuotaExceeded,
-    "insufficient_storage": QuotaExceeded,
+    "quota": QuotaExceeded,
 }
 
 

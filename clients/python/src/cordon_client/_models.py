@@ -19,6 +19,7 @@ __all__ = [
     "Output",
     "ProcessInfo",
     "FileEntry",
+    "Listing",
     "CellError",
     "CellResult",
 ]
@@ -245,6 +246,23 @@ class FileEntry:
     def from_json(cls, value: Any) -> "FileEntry":
         d = _obj(value, "a directory entry")
         return cls(name=str(d.get("name", "")), type=str(d.get("type", "other")), size=d.get("size"))
+
+
+class Listing(List[FileEntry]):
+    """A directory's entries (sorted by name); ``truncated`` when the
+    server cut the listing short (it sends at most 10,000)."""
+
+    def __init__(self, entries: List[FileEntry], truncated: bool = False) -> None:
+        super().__init__(entries)
+        self.truncated = truncated
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Listing":
+        d = _obj(value, "a directory listing")
+        items = d.get("entries")
+        if not isinstance(items, list):
+            raise ProtocolError("a directory listing without its entries")
+        return cls([FileEntry.from_json(e) for e in items], bool(d.get("truncated", False)))
 
 
 @dataclass(frozen=True)

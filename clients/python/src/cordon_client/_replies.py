@@ -7,8 +7,7 @@ from typing import Any, AsyncGenerator, AsyncIterator, Dict, Generator, Iterator
 import httpx
 
 from ._errors import CordonError, ProtocolError
-from ._models import Event, FileEntry, ProcessInfo, SandboxInfo
-from ._requests import entries
+from ._models import Event, Listing, ProcessInfo, SandboxInfo
 
 
 def sandbox(body: Any) -> SandboxInfo:
@@ -54,10 +53,17 @@ def file_bytes(response: httpx.Response, path: str) -> bytes:
     return response.content
 
 
-def listing(response: httpx.Response, path: str) -> List[FileEntry]:
+def listing(response: httpx.Response, path: str) -> Listing:
     if not _is_json(response):
         raise CordonError(f"{path} is not a directory", code="not_a_directory", fix="use files.read() for a file")
-    return [FileEntry.from_json(e) for e in entries(_json_or_none(response))]
+    return Listing.from_json(_json_or_none(response))
+
+
+def contexts(body: Any) -> List[Tuple[str, str]]:
+    items = body.get("contexts") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise ProtocolError("the context listing has no 'contexts' list")
+    return [context(c) for c in items]
 
 
 def _json_or_none(response: httpx.Response) -> Optional[Dict[str, Any]]:

@@ -100,9 +100,12 @@ def file_path(sandbox_id: str, path: str) -> str:
     """
     if not path.startswith("/"):
         raise ValueError(f"a sandbox path is absolute: {path!r} (e.g. '/tmp/a.py')")
-    segments = path.lstrip("/").split("/")
-    encoded = [s.replace(".", "%2E") if s in (".", "..") else quote(s, safe="") for s in segments]
-    return sandbox_path(sandbox_id, "files") + "/" + "/".join(encoded)
+    base = sandbox_path(sandbox_id, "files")
+    rest = path.strip("/")
+    if not rest:
+        return base  # the sandbox's root directory
+    encoded = [s.replace(".", "%2E") if s in (".", "..") else quote(s, safe="") for s in rest.split("/")]
+    return base + "/" + "/".join(encoded)
 
 
 def _strip_none(d: Mapping[str, Any]) -> Dict[str, Any]:
@@ -256,8 +259,9 @@ def get_tar(sandbox_id: str, path: str) -> Call:
     return Call("GET", file_path(sandbox_id, path), params={"format": "tar"})
 
 
-def delete_file(sandbox_id: str, path: str) -> Call:
-    return Call("DELETE", file_path(sandbox_id, path), expect=(200, 204))
+def delete_file(sandbox_id: str, path: str, *, recursive: bool = False) -> Call:
+    params = {"recursive": "true"} if recursive else None
+    return Call("DELETE", file_path(sandbox_id, path), params=params, expect=(200, 204))
 
 
 # --- code contexts --------------------------------------------------------
@@ -265,6 +269,10 @@ def delete_file(sandbox_id: str, path: str) -> Call:
 
 def create_context(sandbox_id: str, language: str) -> Call:
     return Call("POST", sandbox_path(sandbox_id, "contexts"), json={"language": language}, expect=(200, 201))
+
+
+def list_contexts(sandbox_id: str) -> Call:
+    return Call("GET", sandbox_path(sandbox_id, "contexts"))
 
 
 def run_cell(sandbox_id: str, context_id: str, code: str, *, timeout: Optional[Duration] = None) -> Call:
@@ -282,8 +290,3 @@ def run_cell(sandbox_id: str, context_id: str, code: str, *, timeout: Optional[D
 def delete_context(sandbox_id: str, context_id: str) -> Call:
     return Call("DELETE", sandbox_path(sandbox_id, "contexts", context_id), expect=(200, 204))
 
-
-def entries(value: Any) -> List[Any]:
-    """The entries of a directory listing body."""
-    items = value.get("entries") if isinstance(value, dict) else None
-    return list(items) if isinstance(items, list) else []

@@ -9,7 +9,7 @@ from . import _requests as rq
 from ._config import resolve_endpoint
 from ._errors import NotFound
 from ._http import SyncHTTP, TimeoutArg
-from ._models import CellResult, Event, ExecResult, FileEntry, Output, ProcessInfo, SandboxInfo, collect
+from ._models import CellResult, Event, ExecResult, Listing, Output, ProcessInfo, SandboxInfo, collect
 from ._requests import Body, Duration
 
 __all__ = ["Client", "Sandbox", "Process", "Files", "CodeContext"]
@@ -271,6 +271,11 @@ class Sandbox:
         ctx_id, lang = _replies.context(self._client.http.json(rq.create_context(self.id, language)))
         return CodeContext(self, ctx_id, lang or language)
 
+    def code_contexts(self) -> List["CodeContext"]:
+        """The code contexts of this sandbox."""
+        found = _replies.contexts(self._client.http.json(rq.list_contexts(self.id)))
+        return [CodeContext(self, ctx_id, lang) for ctx_id, lang in found]
+
 
 class Process:
     """A command started with :meth:`Sandbox.exec_background`."""
@@ -341,13 +346,15 @@ class Files:
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
 
-    def list(self, path: str) -> List[FileEntry]:
-        """The entries of a directory."""
+    def list(self, path: str = "/") -> Listing:
+        """The entries of a directory (``.truncated`` when cut short)."""
         return _replies.listing(self._http.send(rq.get_file(self._sandbox.id, path)), path)
 
-    def remove(self, path: str) -> None:
-        """Delete a file (or an empty directory)."""
-        self._http.send(rq.delete_file(self._sandbox.id, path))
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Delete a file, a symlink (not what it points to) or an empty
+        directory; a directory with its contents with ``recursive=True``
+        (else :class:`Conflict`)."""
+        self._http.send(rq.delete_file(self._sandbox.id, path, recursive=recursive))
 
     def tar(self, path: str) -> bytes:
         """A directory as a tar archive."""
