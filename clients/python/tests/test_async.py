@@ -13,9 +13,7 @@ from cordon_client import AsyncClient, AsyncSandbox, Event, NotFound
 
 from conftest import Server
 
-# The sandbox's writable place (its cwd and $HOME); sessions have no
-# /workspace of their own.
-WORK = "/tmp"
+WORK = "/workspace"  # the sandbox's scratch space and working directory
 
 
 def test_async_sandbox_end_to_end(server: Server) -> None:

@@ -27,7 +27,7 @@ from cordon_client import (
 
 from conftest import Server, running_server
 
-WORK = "/tmp"  # the sandbox's writable place
+WORK = "/workspace"  # the sandbox's scratch space and working directory
 
 
 def test_files_roundtrip_list_tar_remove(sandbox: Sandbox) -> None:
@@ -44,7 +44,7 @@ def test_files_roundtrip_list_tar_remove(sandbox: Sandbox) -> None:
     names = {e.name: e for e in sandbox.files.list(WORK)}
     assert names["bin.dat"].type == "file" and names["bin.dat"].size == len(blob)
     assert names["d"].type == "dir"
-    assert "tmp" in [e.name for e in sandbox.files.list("/")]
+    assert {"tmp", "workspace"} <= {e.name for e in sandbox.files.list("/")}
 
     with tarfile.open(fileobj=io.BytesIO(sandbox.files.tar(f"{WORK}/d"))) as tar:
         members = {m.name.lstrip("./"): m for m in tar.getmembers()}

@@ -19,9 +19,7 @@ from cordon_client import (
 
 from wheels import build_wheel
 
-# The sandbox's writable place (its cwd and $HOME); sessions have no
-# /workspace of their own.
-WORK = "/tmp"
+WORK = "/workspace"  # the sandbox's scratch space and working directory
 WAIT_S = 60.0
 
 

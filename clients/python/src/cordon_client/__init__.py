@@ -6,8 +6,8 @@ default) or TCP with a bearer token::
     from cordon_client import Sandbox
 
     with Sandbox.create(preset="low") as sb:          # deleted on exit
-        sb.files.write("/tmp/a.py", "print(6*7)")
-        r = sb.exec(["python3", "/tmp/a.py"], timeout=30)
+        sb.files.write("/workspace/a.py", "print(6*7)")
+        r = sb.exec(["python3", "/workspace/a.py"], timeout=30)
         print(r.exit_code, r.stdout)
         ctx = sb.code_context("python")
         ctx.run("x = 41")

@@ -99,7 +99,7 @@ def file_path(sandbox_id: str, path: str) -> str:
     sandbox's root and is the one to judge it.
     """
     if not path.startswith("/"):
-        raise ValueError(f"a sandbox path is absolute: {path!r} (e.g. '/tmp/a.py')")
+        raise ValueError(f"a sandbox path is absolute: {path!r} (e.g. '/workspace/a.py')")
     base = sandbox_path(sandbox_id, "files")
     rest = path.strip("/")
     if not rest:

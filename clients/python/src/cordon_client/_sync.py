@@ -322,7 +322,7 @@ class Process:
 
 
 class Files:
-    """A sandbox's files, by the paths the sandbox sees (``/tmp/a.py``)."""
+    """A sandbox's files, by the paths the sandbox sees (``/workspace/a.py``)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._sandbox = sandbox
