@@ -32,6 +32,9 @@ else
     cargo test --workspace --locked
 fi
 
+# The Python client against the real `cordon serve` (clients/python/tests).
+bash .ci/pyclient.sh test
+
 # The proxy's parsers under cargo-fuzz for a short, fixed time (nightly
 # only; the stable randomized parser test above always runs).
 if cargo +nightly --version >/dev/null 2>&1; then
