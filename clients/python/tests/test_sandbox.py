@@ -92,6 +92,24 @@ def test_code_context_keeps_variables(sandbox: Sandbox) -> None:
         assert ctx.run("x").value == "41"  # an error does not lose the state
 
 
+def test_code_context_timeout_and_restart(sandbox: Sandbox) -> None:
+    ctx = sandbox.code_context("python")
+    ctx.run("kept = 1")
+    slow = ctx.run("while True: pass", timeout=1)
+    assert slow.error is not None and slow.error.name == "TimeoutError", slow
+    after = ctx.run("'kept' in globals()")
+    assert after.restarted and after.value == "False"  # a new interpreter
+    died = ctx.run("import os; os._exit(3)")
+    assert died.error is not None and died.error.name == "InterpreterDied", died
+    again = ctx.run("6 * 7")
+    assert again.restarted and again.value == "42"
+    assert ctx.id in [c.id for c in sandbox.code_contexts()]
+    ctx.delete()
+    assert ctx.id not in [c.id for c in sandbox.code_contexts()]
+    with pytest.raises(NotFound):
+        ctx.run("1")
+
+
 def test_exec_stream_delivers_output_before_the_end(sandbox: Sandbox) -> None:
     # The command waits for a file that the test writes only after it has
     # seen the first chunk: the chunk must arrive while the command runs.

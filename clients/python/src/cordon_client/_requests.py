@@ -144,7 +144,7 @@ def create_sandbox(
         }
     )
     body.update(extra or {})
-    return Call("POST", "/v1/sandboxes", json=body, expect=(200, 201))
+    return Call("POST", "/v1/sandboxes", json=body, expect=(201,))
 
 
 def get_sandbox(sandbox_id: str) -> Call:
@@ -156,7 +156,7 @@ def list_sandboxes() -> Call:
 
 
 def delete_sandbox(sandbox_id: str) -> Call:
-    return Call("DELETE", sandbox_path(sandbox_id), expect=(200, 204))
+    return Call("DELETE", sandbox_path(sandbox_id), expect=(204,))
 
 
 def health() -> Call:
@@ -194,7 +194,7 @@ def exec_command(
     )
     if background:
         body["background"] = True
-        return Call("POST", sandbox_path(sandbox_id, "exec"), json=body, expect=(200, 201, 202))
+        return Call("POST", sandbox_path(sandbox_id, "exec"), json=body, expect=(202,))
     if stream:
         return Call(
             "POST",
@@ -222,7 +222,7 @@ def signal_process(sandbox_id: str, pid: int, signal: Union[str, int]) -> Call:
     if isinstance(signal, str) and signal.upper().startswith("SIG"):
         signal = signal[3:]
     sig = signal.upper() if isinstance(signal, str) else int(signal)
-    return Call("POST", sandbox_path(sandbox_id, "processes", pid, "signal"), json={"signal": sig}, expect=(200, 202, 204))
+    return Call("POST", sandbox_path(sandbox_id, "processes", pid, "signal"), json={"signal": sig}, expect=(204,))
 
 
 def write_stdin(sandbox_id: str, pid: int, data: Body, *, eof: bool = False) -> Call:
@@ -233,7 +233,7 @@ def write_stdin(sandbox_id: str, pid: int, data: Body, *, eof: bool = False) -> 
         content=content,
         params={"eof": "true"} if eof else None,
         headers={"Content-Type": "application/octet-stream"},
-        expect=(200, 202, 204),
+        expect=(204,),
     )
 
 
@@ -247,7 +247,7 @@ def put_file(sandbox_id: str, path: str, data: Body) -> Call:
         file_path(sandbox_id, path),
         content=content,
         headers={"Content-Type": "application/octet-stream"},
-        expect=(200, 201, 204),
+        expect=(204,),
     )
 
 
@@ -261,14 +261,14 @@ def get_tar(sandbox_id: str, path: str) -> Call:
 
 def delete_file(sandbox_id: str, path: str, *, recursive: bool = False) -> Call:
     params = {"recursive": "true"} if recursive else None
-    return Call("DELETE", file_path(sandbox_id, path), params=params, expect=(200, 204))
+    return Call("DELETE", file_path(sandbox_id, path), params=params, expect=(204,))
 
 
 # --- code contexts --------------------------------------------------------
 
 
 def create_context(sandbox_id: str, language: str) -> Call:
-    return Call("POST", sandbox_path(sandbox_id, "contexts"), json={"language": language}, expect=(200, 201))
+    return Call("POST", sandbox_path(sandbox_id, "contexts"), json={"language": language}, expect=(201,))
 
 
 def list_contexts(sandbox_id: str) -> Call:
@@ -288,5 +288,5 @@ def run_cell(sandbox_id: str, context_id: str, code: str, *, timeout: Optional[D
 
 
 def delete_context(sandbox_id: str, context_id: str) -> Call:
-    return Call("DELETE", sandbox_path(sandbox_id, "contexts", context_id), expect=(200, 204))
+    return Call("DELETE", sandbox_path(sandbox_id, "contexts", context_id), expect=(204,))
 
