@@ -8,11 +8,11 @@
 mod common;
 use common::*;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -34,29 +34,10 @@ struct Server {
 impl Server {
     fn start(flags: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("cordon.sock");
-        let mut child = Command::new(cordon_bin())
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--audit")
-            .arg(dir.path().join("audit.db"))
-            .args(flags)
-            .env("CORDON_STATE_DIR", dir.path().join("state"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-            panic!("the server's first line is not its JSON address ({e}): {line:?}")
-        });
+        let (child, ready) = start_serve(dir.path(), flags);
         Server {
             child: Some(child),
-            socket,
+            socket: dir.path().join("cordon.sock"),
             tcp: ready["listen"].as_str().map(str::to_owned),
             dir,
         }

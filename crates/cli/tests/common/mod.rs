@@ -618,3 +618,29 @@ impl Workdir {
         )
     }
 }
+
+/// `cordon serve` started in `dir` (its socket `dir/cordon.sock`, its
+/// audit store `dir/audit.db`, its state `dir/state`) with `flags`; returns
+/// the child and the JSON line it prints once it listens.
+pub fn start_serve(dir: &Path, flags: &[&str]) -> (std::process::Child, serde_json::Value) {
+    use std::io::BufRead;
+    let mut child = Command::new(cordon_bin())
+        .arg("serve")
+        .arg("--socket")
+        .arg(dir.join("cordon.sock"))
+        .arg("--audit")
+        .arg(dir.join("audit.db"))
+        .args(flags)
+        .env("CORDON_STATE_DIR", dir.join("state"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start cordon serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the server's first line");
+    let ready = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("the server's first line is not its JSON address ({e}): {line:?}"));
+    (child, ready)
+}
