@@ -345,7 +345,7 @@ fn dot_dot_nul_and_absolute_forms() {
 /// through /proc/1/root. Reading and writing through them never touches
 /// the host. The host file is world-writable, so nothing but the
 /// resolution stands in the way: a lookup that follows the links from the
-/// host's root (`/proc/<init>/root/tmp/x` opened plainly) reads and
+/// host's root (`tmp/x` opened plainly from the root's descriptor) reads and
 /// overwrites it (the same control, in process, is in cordon-session's
 /// `files::tests`).
 #[test]

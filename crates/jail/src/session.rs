@@ -62,6 +62,11 @@ pub enum InitOrder {
     /// A pooled sandbox was claimed: later execs follow these binds (for
     /// Landlock) and limits (rlimits). Sent before any exec.
     Configure { id: u64, config: LateConfig },
+    /// Answer with the init's root directory (O_PATH) attached: the
+    /// sandbox's root as its processes see it, for the files API. (Its
+    /// `/proc/<pid>/root` is closed to an unprivileged caller: the init is
+    /// not dumpable.)
+    OpenRoot { id: u64 },
 }
 
 /// The init's answer to an [`InitOrder::Exec`].
@@ -78,6 +83,10 @@ pub enum InitReply {
         message: String,
     },
     Configured {
+        id: u64,
+    },
+    /// The root's descriptor is attached.
+    Root {
         id: u64,
     },
 }

@@ -77,6 +77,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                     }
                     let _ = send_message(control, &InitReply::Configured { id }, &[]);
                 }
+                Ok(Some((InitOrder::OpenRoot { id }, _))) => send_root(control, id),
                 Ok(Some((order, fds))) => {
                     let current = ChildContext {
                         spec: &spec,
@@ -138,8 +139,29 @@ fn handle(
                 unsafe { libc::kill(pid, signal) };
             }
         }
-        InitOrder::Configure { .. } => {}
+        InitOrder::Configure { .. } | InitOrder::OpenRoot { .. } => {}
     }
+}
+
+/// Answer an [`InitOrder::OpenRoot`]: this process's `/`, O_PATH.
+fn send_root(control: BorrowedFd<'_>, id: u64) {
+    use rustix::fs::{Mode, OFlags};
+    let opened = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    let _ = match opened {
+        Ok(root) => send_message(control, &InitReply::Root { id }, &[root.as_fd()]),
+        Err(e) => send_message(
+            control,
+            &InitReply::Refused {
+                id,
+                message: format!("cannot open the sandbox's root: {e}"),
+            },
+            &[],
+        ),
+    };
 }
 
 /// Fork the exec's leader into a new PID namespace; returns its pid.

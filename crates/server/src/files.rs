@@ -136,10 +136,15 @@ struct Target {
     path: SandboxPath,
 }
 
-fn target(state: &AppState, caller: &Caller, id: &str, raw: &str) -> Result<Target, ApiError> {
+async fn target(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    raw: &str,
+) -> Result<Target, ApiError> {
     let session = state.session_for(caller, id)?;
     let path = SandboxPath::parse(raw).map_err(api_error)?;
-    let root = SandboxRoot::new(session.open_root()?);
+    let root = SandboxRoot::new(session.open_root().await?);
     Ok(Target {
         session,
         root,
@@ -235,7 +240,7 @@ async fn read_target(
         session,
         root,
         path,
-    } = target(state, caller, id, raw)?;
+    } = target(state, caller, id, raw).await?;
     let ids = session.host_ids();
     let p = path.clone();
     let node = as_sandbox_user(ids, move || root.open(&p))
@@ -344,7 +349,7 @@ async fn write_target(
         session,
         root,
         path,
-    } = target(state, caller, id, raw)?;
+    } = target(state, caller, id, raw).await?;
     let limits = state.limits();
     let max_file = limits.max_file_bytes;
     let quota = state.files().quota(id, limits.files_quota_bytes);
@@ -436,7 +441,7 @@ pub async fn delete(
             session,
             root,
             path,
-        } = target(&state, &caller, &id, &raw)?;
+        } = target(&state, &caller, &id, &raw).await?;
         as_sandbox_user(session.host_ids(), move || root.remove(&path, q.recursive))
             .await
             .map_err(api_error)

@@ -11,11 +11,17 @@ use tokio::sync::oneshot;
 
 use crate::error::{Result, SessionError};
 
+/// Where an order's reply (and the descriptors it carries) goes.
+type Waiter = oneshot::Sender<(InitReply, Vec<OwnedFd>)>;
+
 #[derive(Debug)]
 pub(crate) struct Control {
     socket: AsyncFd<OwnedFd>,
-    waiting: Mutex<HashMap<u64, oneshot::Sender<InitReply>>>,
+    waiting: Mutex<HashMap<u64, Waiter>>,
     pub(crate) max_execs: usize,
+    /// Ids of orders that are not execs (counting down from the top, far
+    /// from the exec ids counting up).
+    next_internal_id: std::sync::atomic::AtomicU64,
 }
 
 impl Control {
@@ -31,6 +37,7 @@ impl Control {
             socket: socket.map_err(|e| SessionError::io("watch the control socket", e))?,
             waiting: Mutex::new(HashMap::new()),
             max_execs,
+            next_internal_id: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         let reader = Arc::downgrade(&control);
         tokio::spawn(async move {
@@ -51,14 +58,15 @@ impl Control {
         };
         match guard.try_io(|fd| recv_message::<InitReply>(fd.get_ref().as_fd())) {
             Err(_would_block) => true,
-            Ok(Ok(Some((reply, _)))) => {
+            Ok(Ok(Some((reply, fds)))) => {
                 let id = match &reply {
                     InitReply::Started { id, .. }
                     | InitReply::Refused { id, .. }
-                    | InitReply::Configured { id } => *id,
+                    | InitReply::Configured { id }
+                    | InitReply::Root { id } => *id,
                 };
                 if let Some(tx) = self.waiting.lock().ok().and_then(|mut w| w.remove(&id)) {
-                    let _ = tx.send(reply);
+                    let _ = tx.send((reply, fds));
                 }
                 true
             }
@@ -85,12 +93,38 @@ impl Control {
         }
     }
 
+    /// The sandbox's root, O_PATH, from the init (which opens its `/`).
+    pub(crate) async fn open_root(&self) -> Result<OwnedFd> {
+        let id = self
+            .next_internal_id
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        match self.order(InitOrder::OpenRoot { id }, &[]).await? {
+            (InitReply::Root { .. }, fds) => fds.into_iter().next().ok_or_else(|| {
+                SessionError::Invalid("the init answered without the root's descriptor".into())
+            }),
+            (InitReply::Refused { message, .. }, _) => Err(SessionError::Invalid(message)),
+            (other, _) => Err(SessionError::Invalid(format!(
+                "unexpected answer: {other:?}"
+            ))),
+        }
+    }
+
     /// Send an order with its descriptors and wait for the answer.
     pub(crate) async fn exec(&self, order: InitOrder, fds: &[BorrowedFd<'_>]) -> Result<InitReply> {
+        self.order(order, fds).await.map(|(reply, _)| reply)
+    }
+
+    /// Send an order and wait for the answer and the descriptors it carries.
+    async fn order(
+        &self,
+        order: InitOrder,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<(InitReply, Vec<OwnedFd>)> {
         let id = match &order {
             InitOrder::Exec { id, .. }
             | InitOrder::Signal { id, .. }
-            | InitOrder::Configure { id, .. } => *id,
+            | InitOrder::Configure { id, .. }
+            | InitOrder::OpenRoot { id } => *id,
         };
         let (tx, rx) = oneshot::channel();
         self.waiting

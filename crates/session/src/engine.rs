@@ -452,12 +452,15 @@ pub struct Session {
     started: Instant,
     idle_timeout: Option<Duration>,
     ttl: Option<Duration>,
-    /// The init's pid on the host.
+    /// The init's pid on the host (shown by `Debug`, for diagnostics).
+    #[allow(dead_code)]
     pid: i32,
     pidfd: OwnedFd,
     cgroup_dirs: Vec<PathBuf>,
     pipe_owner: Option<(u32, u32)>,
     control: Arc<Control>,
+    /// The init's `/` (see `open_root`), asked for on first use.
+    root: tokio::sync::OnceCell<OwnedFd>,
     proxy_listener: Mutex<Option<std::net::TcpListener>>,
     /// Milliseconds since `started` of the last activity.
     last_active_ms: AtomicU64,
@@ -483,6 +486,7 @@ impl Session {
             cgroup_dirs: parts.cgroup_dirs,
             pipe_owner: parts.pipe_owner,
             control: parts.control,
+            root: tokio::sync::OnceCell::new(),
             proxy_listener: Mutex::new(parts.proxy_listener),
             last_active_ms: AtomicU64::new(0),
             ended: Mutex::new(None),
@@ -537,33 +541,19 @@ impl Session {
         self.proxy_listener.lock().ok()?.take()
     }
 
-    /// The sandbox's root directory as its processes see it
-    /// (`/proc/<init>/root`, O_PATH): resolve paths under it with
-    /// `RESOLVE_IN_ROOT` so a planted symlink stays inside.
-    pub fn open_root(&self) -> Result<OwnedFd> {
+    /// The sandbox's root directory as its processes see it (O_PATH):
+    /// resolve paths under it with `RESOLVE_IN_ROOT` so a planted symlink
+    /// stays inside. The init opens its own `/` and hands it over once
+    /// (its `/proc/<pid>/root` is closed to an unprivileged caller: the
+    /// init is not dumpable); each call gets a duplicate.
+    pub async fn open_root(&self) -> Result<OwnedFd> {
         self.ensure_running()?;
-        use rustix::fs::{Mode, OFlags};
-        let root = rustix::fs::open(
-            format!("/proc/{}/root", self.pid).as_str(),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| SessionError::io("open the sandbox's root", e.into()))?;
-        // The pid named the init when it was opened if the init is still
-        // alive now (its pidfd turns readable when it exits and cannot be
-        // fooled by a reused pid).
-        let mut fds = [rustix::event::PollFd::new(
-            &self.pidfd,
-            rustix::event::PollFlags::IN,
-        )];
-        let zero = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0)) {
-            return Err(SessionError::Ended(self.id.clone()));
-        }
-        Ok(root)
+        let root = self
+            .root
+            .get_or_try_init(|| self.control.open_root())
+            .await?;
+        rustix::io::fcntl_dupfd_cloexec(root, 0)
+            .map_err(|e| SessionError::io("duplicate the sandbox's root", e.into()))
     }
 
     /// The host uid and gid the sandbox's processes run as when they are

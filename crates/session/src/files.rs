@@ -1,7 +1,8 @@
 //! Files inside a session, as its processes see them.
 //!
-//! Every lookup starts at the sandbox's root (`Session::open_root`, the
-//! init's `/proc/<pid>/root`) and goes through `openat2` with
+//! Every lookup starts at the sandbox's root (`Session::open_root`: the
+//! init's `/`, handed over on its control socket) and goes through
+//! `openat2` with
 //! `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`: `..` stops at that root and
 //! an absolute symlink planted by the workload resolves inside it, so a
 //! link to `/etc/shadow` names the sandbox's `/etc/shadow`, never the

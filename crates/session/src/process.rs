@@ -197,7 +197,7 @@ impl Process {
         let pid = match reply {
             InitReply::Started { pid, .. } => pid,
             InitReply::Refused { message, .. } => return Err(SessionError::Invalid(message)),
-            InitReply::Configured { .. } => {
+            InitReply::Configured { .. } | InitReply::Root { .. } => {
                 return Err(SessionError::Invalid("unexpected answer to an exec".into()))
             }
         };
