@@ -33,9 +33,10 @@ test)
         exit 0
     fi
     cargo build --locked -p cordon
+    bin="$(realpath "${CARGO_TARGET_DIR:-target}")/debug/cordon"
     # This tree's client first on the path (the venv's installed copy, made
     # by `install`, may be older); no network needed here.
-    PYTHONPATH="$PWD/clients/python/src" CORDON_BIN="$PWD/target/debug/cordon" \
+    PYTHONPATH="$PWD/clients/python/src" CORDON_BIN="$bin" \
         "$venv/bin/python" -m pytest -rs clients/python/tests
     ;;
 *)
