@@ -131,8 +131,11 @@ impl CodeContext {
         let mut slot = self.interpreter.lock().await;
         self.session.touch();
         let mut restarted = false;
-        if slot.as_ref().is_some_and(|i| i.process.exit().is_some()) {
-            *slot = None;
+        // Dead, or still busy with a cell whose run was cancelled (its
+        // caller went away mid-cell): its next frame would answer the
+        // wrong cell, so it is replaced.
+        if let Some(stale) = slot.take_if(|i| i.process.exit().is_some() || i.in_flight) {
+            stale.process.kill().await;
         }
         let request = cell_request(code)?;
         for attempt in 0..2 {
@@ -143,6 +146,7 @@ impl CodeContext {
                     slot.insert(Interpreter::start(&self.session, self.language).await?)
                 }
             };
+            interpreter.in_flight = true;
             if interpreter.process.write_stdin(&request).await.is_ok() {
                 break;
             }
@@ -159,6 +163,7 @@ impl CodeContext {
             return Err(SessionError::Context("no interpreter".into()));
         };
         let exchange = interpreter.exchange(Instant::now() + timeout).await;
+        interpreter.in_flight = false;
         let (value, error, alive) = match exchange.end {
             End::Frame(payload) => match serde_json::from_slice::<Answer>(&payload) {
                 Ok(a) => (a.value, a.error, true),
@@ -268,6 +273,8 @@ struct Answer {
 #[derive(Debug)]
 struct Interpreter {
     process: Arc<Process>,
+    /// A cell was sent and its answer not read yet.
+    in_flight: bool,
     after_seq: u64,
     stdout: Splitter,
     stderr: Splitter,
@@ -337,6 +344,7 @@ impl Interpreter {
         let mark = frame::mark(&boundary);
         let mut interpreter = Interpreter {
             process,
+            in_flight: false,
             after_seq: 0,
             stdout: Splitter::new(mark.clone()),
             stderr: Splitter::new(mark),

@@ -198,6 +198,21 @@ async fn context_restarts_after_exit_and_timeout(engine: &Engine) {
     assert_eq!(slow.stdout, "before\n");
     let after = ctx.run("2 + 2", t).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((after.restarted, after.value.as_deref()), (true, Some("4")));
+    // A run dropped mid-cell (its caller went away): the next run does
+    // not take the abandoned cell's answer for its own.
+    ctx.run("y = 5", t).await.unwrap();
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        ctx.run("import time\ntime.sleep(2)\n'abandoned'", t),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the run was cut short");
+    let fresh = ctx.run("'fresh'", t).await.unwrap();
+    assert_eq!(fresh.value.as_deref(), Some("'fresh'"), "{fresh:?}");
+    assert!(
+        fresh.restarted,
+        "the busy interpreter was replaced: {fresh:?}"
+    );
     ctx.close().await;
     engine
         .destroy(sb.id(), EndCause::Deleted)
