@@ -207,6 +207,8 @@ def test_typed_errors(client: Client, sandbox: Sandbox) -> None:
     with pytest.raises(NotFound):
         sandbox.process(999999).output()
     with pytest.raises(NotFound):
+        list(sandbox.process(999999).stream())  # the streamed form too
+    with pytest.raises(NotFound):
         sandbox.files.read(f"{WORK}/no-such-file")
     with pytest.raises((BadRequest, Unprocessable)) as bad:
         Sandbox.create(preset="no-such-preset", client=client)
