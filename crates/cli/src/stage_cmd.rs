@@ -242,7 +242,7 @@ impl Staging {
 
     /// The sandbox could not be built: nothing was staged.
     pub fn abandon(self) {
-        let _ = self.stage.remove();
+        remove_soon(&self.stage);
     }
 
     /// The run ended: capture its change set and keep it (or discard it
@@ -264,7 +264,7 @@ impl Staging {
         };
         let size = self.stage.upper_bytes();
         if size > self.size_cap {
-            self.stage.remove()?;
+            remove_soon(&self.stage);
             report.discarded = Some(format!(
                 "the staged changes hold {size} bytes, over the cap of {} bytes",
                 self.size_cap
@@ -273,6 +273,12 @@ impl Staging {
         }
         let set = cordon_stage::capture(&self.stage)
             .map_err(|e| anyhow::anyhow!("cannot read the staged changes: {e}"))?;
+        if set.entries.is_empty() {
+            // Nothing to keep: no change set written, the stage goes now.
+            report.hash = set.hash;
+            remove_soon(&self.stage);
+            return Ok(report);
+        }
         self.stage.save_changes(&set)?;
         report.changes = set.entries.len();
         report.hash = set.hash.clone();
@@ -283,7 +289,7 @@ impl Staging {
         report.changes -= report.auto_promoted;
         if report.changes == 0 {
             // Nothing left to review: the stage goes now.
-            self.stage.remove()?;
+            remove_soon(&self.stage);
         }
         Ok(report)
     }
@@ -507,12 +513,7 @@ pub fn discard(args: DiscardArgs) -> anyhow::Result<u8> {
     let stage = store
         .open(&args.run_id)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    // Out of the store's view now, deleted in the background.
-    match stage.remove_later(true) {
-        Ok(true) => reap_in_background(),
-        Ok(false) => {}
-        Err(_) => stage.remove().map_err(|e| anyhow::anyhow!("{e}"))?,
-    }
+    remove_soon(&stage);
     eprintln!(
         "cordon: discarded the staged changes of {} ({})",
         args.run_id,
@@ -714,6 +715,20 @@ pub fn promote(args: PromoteArgs) -> anyhow::Result<u8> {
         Err(_) => {}
     }
     Ok(0)
+}
+
+/// Take a stage out of the store now (one rename) and delete it in the
+/// background: removing the overlay's directories frees disk blocks, which
+/// on a busy disk (or one mounted with `discard`) takes milliseconds each.
+/// Deleted here when it cannot be set aside.
+fn remove_soon(stage: &Stage) {
+    match stage.remove_later(true) {
+        Ok(true) => reap_in_background(),
+        Ok(false) => {}
+        Err(_) => {
+            let _ = stage.remove();
+        }
+    }
 }
 
 /// Start `cordon __reap-stages` on its own (not waited for, in its own

@@ -348,12 +348,15 @@ pub fn bytes_under(path: &Path) -> u64 {
 
 /// `rm -rf` that first makes directories writable: the run may have left
 /// read-only directories in its upper layer, and overlayfs leaves a
-/// mode-0 `work/work`.
+/// mode-0 `work/work`. A directory its owner can already read, write and
+/// search is left as it is (a chmod is a journaled write).
 fn remove_tree(path: &Path) -> std::io::Result<()> {
     fn open_up(p: &Path) {
         if let Ok(m) = std::fs::symlink_metadata(p) {
             if m.is_dir() {
-                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+                if m.permissions().mode() & 0o700 != 0o700 {
+                    let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+                }
                 if let Ok(entries) = std::fs::read_dir(p) {
                     for e in entries.flatten() {
                         open_up(&e.path());
