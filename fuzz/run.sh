@@ -12,7 +12,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "SKIPPED fuzz: cargo-fuzz is not installed (cargo install cargo-fuzz)"
   exit 0
 fi
-for t in request_head client_hello chunked; do
+for t in request_head client_hello chunked request_body; do
   mkdir -p "corpus/$t"
   echo "fuzzing $t for ${secs}s"
   cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -print_final_stats=1

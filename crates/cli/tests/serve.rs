@@ -711,3 +711,29 @@ fn warm_pool_serves_creates_with_their_own_paths() {
     assert_eq!(r.status, 204, "{}", r.body);
     wait_until("the pool refills", 30, || pool(&s)["ready"] == 2);
 }
+
+#[test]
+fn root_only_another_user_is_refused_by_the_peer_check_alone() {
+    if ready() || skip_unless(is_root(), "connecting as another user needs root") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let s = Server::start(&[]);
+    // Take the file-mode layer away: the directory and the socket open to all.
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&s.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let probe = "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\nprint('connected')\nd=b''\ntry:\n    s.sendall(b'GET /v1/health HTTP/1.0\\r\\n\\r\\n')\n    s.settimeout(10)\n    while True:\n        c=s.recv(4096)\n        if not c: break\n        d+=c\nexcept OSError:\n    pass\nprint(d.decode(errors='replace'))";
+    let out = Command::new("python3")
+        .args(["-c", probe])
+        .arg(&s.socket)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("connected"), "the probe reached the socket: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains("HTTP/"), "another user was answered: {stdout}");
+    // The owner still is.
+    assert_eq!(s.unix("GET", "/v1/health", None).status, 200);
+}

@@ -53,7 +53,8 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
+/// The engine's request for an exec body, or why it is refused (4xx).
+pub fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
     if body.argv.is_empty() || body.argv[0].is_empty() {
         return Err(ApiError::bad_request("argv is empty")
             .with_fix("send the command as a list, e.g. [\"python3\", \"a.py\"]"));
