@@ -68,11 +68,10 @@ impl Client {
             .ready()
             .await
             .context("the server closed the connection")?;
-        Ok(self
-            .sender
+        self.sender
             .send_request(req)
             .await
-            .context("the request failed")?)
+            .context("the request failed")
     }
 
     /// A JSON request; a JSON answer (`Value::Null` for 204). An error
@@ -95,7 +94,7 @@ impl Client {
         if data.is_empty() {
             return Ok(Value::Null);
         }
-        Ok(serde_json::from_slice(&data).context("the server's answer is not JSON")?)
+        serde_json::from_slice(&data).context("the server's answer is not JSON")
     }
 }
 

@@ -732,8 +732,15 @@ fn root_only_another_user_is_refused_by_the_peer_check_alone() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.starts_with("connected"), "the probe reached the socket: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(!stdout.contains("HTTP/"), "another user was answered: {stdout}");
+    assert!(
+        stdout.starts_with("connected"),
+        "the probe reached the socket: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !stdout.contains("HTTP/"),
+        "another user was answered: {stdout}"
+    );
     // The owner still is.
     assert_eq!(s.unix("GET", "/v1/health", None).status, 200);
 }

@@ -110,8 +110,11 @@ fn now_ms() -> u64 {
 #[derive(Debug)]
 pub struct TokenStore {
     path: PathBuf,
-    cache: Mutex<Option<(Option<SystemTime>, u64, Vec<TokenRecord>)>>,
+    cache: Mutex<Option<Cached>>,
 }
+
+/// The file's modification time and length when it was read, and what it held.
+type Cached = (Option<SystemTime>, u64, Vec<TokenRecord>);
 
 impl TokenStore {
     pub fn new(path: PathBuf) -> TokenStore {

@@ -5,6 +5,8 @@
 //! sandbox lifecycle is tested through the `cordon serve` binary in
 //! crates/cli/tests/serve.rs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;

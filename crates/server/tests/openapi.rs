@@ -3,6 +3,8 @@
 //! `CORDON_UPDATE_OPENAPI=1 cargo test -p cordon-server --test openapi`
 //! (or `cordon serve --print-openapi > docs/openapi.json`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 #[test]

@@ -40,9 +40,18 @@ pub fn request_bodies(data: &[u8]) {
             match plan(&req, &token()) {
                 Err(e) => refused(&e),
                 Ok(p) => {
-                    assert!(p.profile.extends <= TrustLevel::Low, "preset within the ceiling");
-                    assert!(p.spec.limits.memory.is_some_and(|m| m <= TOKEN_MEMORY), "memory within the ceiling");
-                    assert!(p.spec.limits.pids.is_some_and(|n| n <= 64), "pids within the ceiling");
+                    assert!(
+                        p.profile.extends <= TrustLevel::Low,
+                        "preset within the ceiling"
+                    );
+                    assert!(
+                        p.spec.limits.memory.is_some_and(|m| m <= TOKEN_MEMORY),
+                        "memory within the ceiling"
+                    );
+                    assert!(
+                        p.spec.limits.pids.is_some_and(|n| n <= 64),
+                        "pids within the ceiling"
+                    );
                     assert!(req.rw.is_empty() && req.ro.is_empty() && req.profile.is_none());
                     for h in &p.profile.network.allow {
                         assert_eq!(h.to_string(), "pypi.org", "hosts within the ceiling");
