@@ -744,3 +744,38 @@ fn root_only_another_user_is_refused_by_the_peer_check_alone() {
     // The owner still is.
     assert_eq!(s.unix("GET", "/v1/health", None).status, 200);
 }
+
+#[test]
+fn after_sigkill_nothing_is_left_and_the_next_start_records_the_lost_sandboxes() {
+    if ready() {
+        return;
+    }
+    let mut s = Server::start(&[]);
+    let sb = s.create(json!({}));
+    let marker = format!("cordon-serve-kill-{}", std::process::id());
+    let r = s.unix(
+        "POST",
+        &format!("/v1/sandboxes/{sb}/exec"),
+        Some(&json!({"argv": ["sh", "-c", format!("setsid sleep 1000 & sleep 1000; : {marker}")], "background": true})),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_until("the commands run", 20, || !processes_with(&marker).is_empty());
+    let helpers = children_of(s.pid());
+    let mut child = s.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("every process of the sandbox dies with the server", 20, || {
+        processes_with(&marker).is_empty()
+    });
+    wait_until("the sandbox's cgroups are swept", 20, || {
+        helpers
+            .iter()
+            .all(|h| cgroup_dirs_with_prefix(&format!("cordon-{h}-")).is_empty())
+    });
+    // The next server (same socket, same store) replaces the stale socket
+    // and ends the dead sandbox's run as lost.
+    let (child, _) = start_serve(s.dir.path(), &[]);
+    s.child = Some(child);
+    assert_eq!(s.unix("GET", "/v1/health", None).status, 200);
+    s.audit_has(&["\"lost\"", &format!("\"sandbox\":\"{sb}\"")]);
+}

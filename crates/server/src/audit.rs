@@ -69,6 +69,25 @@ impl AuditLog {
         );
     }
 
+    /// This server's own run id.
+    pub fn server_run(&self) -> &str {
+        &self.inner.server_run
+    }
+
+    /// End a run a previous server left open (see `lost.rs`).
+    pub(crate) fn lost(&self, run_id: &str, sandbox: Option<&str>, detail: Value) {
+        self.append(
+            run_id,
+            ApiAction {
+                actor: "server".into(),
+                action: "lost".into(),
+                sandbox: sandbox.map(str::to_owned),
+                detail,
+            },
+        );
+        self.append(run_id, ended(EndReason::Killed));
+    }
+
     /// The server stopped.
     pub fn server_stopped(&self, detail: Value) {
         self.action_by("server", "shutdown", None, detail);
@@ -87,7 +106,7 @@ impl AuditLog {
                 argv: Vec::new(),
                 cwd: None,
                 profile_name: Some(profile_name.to_owned()),
-                enforcement: json!({"sandbox": id, "owner": caller.name()}),
+                enforcement: json!({"sandbox": id, "owner": caller.name(), "server_run": self.inner.server_run}),
                 cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
                 ..RunStarted::default()
             },

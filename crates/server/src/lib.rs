@@ -25,6 +25,7 @@ pub mod error;
 pub mod extract;
 pub mod files;
 pub mod listen;
+mod lost;
 pub mod openapi;
 pub mod paths;
 pub mod planning;

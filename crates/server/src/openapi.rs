@@ -6,8 +6,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{exec, meta, sandboxes};
-use crate::{contexts, files};
 use crate::wire;
+use crate::{contexts, files};
 
 struct Bearer;
 

@@ -217,10 +217,16 @@ pub async fn serve(spawner: Spawner, opts: ServeOptions) -> Result<(), ServeErro
     let listen = bound.tcp_addr().map(|a| a.to_string());
     audit.server_started(
         opts.argv.clone(),
-        json!({"socket": bound.socket(), "listen": listen, "max_sandboxes": opts.engine.max_sessions}),
+        json!({"socket": bound.socket(), "listen": listen, "max_sandboxes": opts.engine.max_sessions, "pid": std::process::id()}),
     );
-    // Leftovers of a previous server: the engine's spawner makes every
-    // sandbox die with the server; nothing further is swept here yet.
+    // A previous server's sandboxes died with it (and their groups were
+    // swept by its spawner's sweeper); their runs are ended as lost.
+    if let Some(path) = &opts.audit_path {
+        let lost = crate::lost::record_lost(path, &audit);
+        if lost > 0 {
+            eprintln!("cordon serve: {lost} sandbox(es) of a previous server were lost with it (recorded)");
+        }
+    }
     println!(
         "{}",
         json!({"socket": bound.socket(), "listen": listen, "pid": std::process::id()})
