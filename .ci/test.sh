@@ -35,6 +35,10 @@ fi
 # The Python client against the real `cordon serve` (clients/python/tests).
 bash .ci/pyclient.sh test
 
+# `cordon mcp` driven by the official MCP Python SDK, 1.x and 2.x (stdio
+# and Streamable HTTP).
+bash .ci/mcp.sh test
+
 # The proxy's parsers under cargo-fuzz for a short, fixed time (nightly
 # only; the stable randomized parser test above always runs).
 if cargo +nightly --version >/dev/null 2>&1; then

@@ -9,6 +9,7 @@ mod audit_cmd;
 mod doctor_cmd;
 mod learn;
 mod learn_cmd;
+mod mcp_cmd;
 mod profile_cmd;
 mod run_cmd;
 mod sandbox_cmd;
@@ -35,7 +36,7 @@ pub const EXIT_CORDON: u8 = 125;
     long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
                   no network, bounded CPU, memory, processes, disk, time and output, and nothing \
                   left running afterwards.",
-    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json\n  cordon serve --listen 127.0.0.1:7700 & cordon token create --name ci --preset low\n  SB=$(cordon sandbox create --preset low) && cordon sandbox exec $SB -- python3 -c 'print(6*7)'"
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json\n  cordon serve --listen 127.0.0.1:7700 & cordon token create --name ci --preset low\n  SB=$(cordon sandbox create --preset low) && cordon sandbox exec $SB -- python3 -c 'print(6*7)'\n  cordon mcp                     # sandboxes as MCP tools for an agent (stdio)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -75,6 +76,8 @@ enum Command {
     /// (started by them in the background).
     #[command(name = "__reap-stages", hide = true)]
     ReapStages,
+    /// Serve cordon sandboxes as MCP tools (stdio, or Streamable HTTP with --http).
+    Mcp(Box<mcp_cmd::McpArgs>),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(*args),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Sandbox(args) => sandbox_cmd::run(args),
+        Command::Mcp(args) => mcp_cmd::run(*args),
         Command::Audit(args) => {
             audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))
         }

@@ -64,13 +64,13 @@ pub struct ServeArgs {
     files_quota: u64,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     cordon_policy::parse_duration(s)
         .map(|d| d.as_duration())
         .map_err(|e| e.to_string())
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     cordon_policy::parse_size(s)
         .map(|v| v.0)
         .map_err(|e| e.to_string())
@@ -101,22 +101,44 @@ fn warm_pools(args: &ServeArgs) -> anyhow::Result<Vec<cordon_session::PoolConfig
         .collect()
 }
 
+/// The sandbox spawner, forked while this process has one thread (the
+/// kernel refuses user namespaces to a multi-threaded process), then the
+/// tokio runtime.
+pub(crate) fn spawner_then_runtime(
+) -> anyhow::Result<(cordon_session::Spawner, tokio::runtime::Runtime)> {
+    let spawner = cordon_session::Spawner::fork().context(
+        "cannot start the sandbox spawner (`cordon doctor` shows what this host can enforce)",
+    )?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok((spawner, runtime))
+}
+
+/// The audit store `--audit` / `--no-audit` name (`None`: auditing off).
+pub(crate) fn audit_path(
+    audit: Option<PathBuf>,
+    no_audit: bool,
+) -> anyhow::Result<Option<PathBuf>> {
+    if no_audit {
+        return Ok(None);
+    }
+    match audit {
+        Some(p) => Ok(Some(p)),
+        None => Ok(Some(cordon_audit::default_path().context(
+            "cannot find a place for the audit store; name one with --audit PATH, or turn auditing off with --no-audit",
+        )?)),
+    }
+}
+
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     if args.print_openapi {
         print!("{}", cordon_server::openapi::document());
         return Ok(0);
     }
     let pools = warm_pools(&args)?;
-    let audit_path = if args.no_audit {
-        None
-    } else {
-        match args.audit.clone() {
-            Some(p) => Some(p),
-            None => Some(cordon_audit::default_path().context(
-                "cannot find a place for the audit store; name one with --audit PATH, or turn auditing off with --no-audit",
-            )?),
-        }
-    };
+    let audit_path = audit_path(args.audit.clone(), args.no_audit)?;
     let opts = cordon_server::ServeOptions {
         socket: args
             .socket
@@ -141,14 +163,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         },
         argv: std::env::args().collect(),
     };
-    // Before any thread exists.
-    let spawner = cordon_session::Spawner::fork().context(
-        "cannot start the sandbox spawner (`cordon doctor` shows what this host can enforce)",
-    )?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let (spawner, runtime) = spawner_then_runtime()?;
     runtime.block_on(cordon_server::serve(spawner, opts))?;
     Ok(0)
 }

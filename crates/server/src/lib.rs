@@ -20,7 +20,7 @@
 pub mod audit;
 pub mod auth;
 pub mod contexts;
-mod egress;
+pub mod egress;
 pub mod error;
 pub mod extract;
 pub mod files;
@@ -39,5 +39,5 @@ pub mod wire;
 pub use audit::AuditLog;
 pub use auth::{Caller, Transport};
 pub use error::ApiError;
-pub use serve::{serve, Bound, ServeError, ServeOptions};
+pub use serve::{open_audit, serve, Bound, ServeError, ServeOptions};
 pub use state::{AppState, Limits};

@@ -186,7 +186,8 @@ pub async fn termination() {
     }
 }
 
-fn open_audit(path: Option<&Path>) -> Result<AuditLog, ServeError> {
+/// The audit store at `path` with the server's settings (`None`: auditing off).
+pub fn open_audit(path: Option<&Path>) -> Result<AuditLog, ServeError> {
     let Some(path) = path else {
         return Ok(AuditLog::disabled());
     };

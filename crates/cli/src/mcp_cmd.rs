@@ -1,0 +1,124 @@
+//! `cordon mcp`: cordon sandboxes as MCP tools, over stdio (default) or
+//! Streamable HTTP. Like `cordon serve`, the sandbox spawner is forked
+//! first, while this process has one thread; then the tokio runtime is
+//! built. When the client goes away every sandbox is torn down.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use cordon_policy::TrustLevel;
+
+#[derive(Debug, Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
+)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    command: Option<McpCommand>,
+    #[command(flatten)]
+    serve: ServeMcpArgs,
+}
+
+/// Subcommands of `cordon mcp`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    // MCP-WRAP: `cordon mcp wrap` (the gateway) is defined in
+    // crates/cli/src/mcp_wrap_cmd.rs: add
+    //     /// Run an MCP server inside a sandbox, with a tool policy.
+    //     Wrap(Box<crate::mcp_wrap_cmd::WrapArgs>),
+    // here and `Some(McpCommand::Wrap(args)) => crate::mcp_wrap_cmd::run(*args)`
+    // in `run` below.
+}
+
+#[derive(Debug, Args)]
+pub struct ServeMcpArgs {
+    /// Serve Streamable HTTP on this address instead of stdio (POST only,
+    /// bearer tokens of `cordon token`, loopback origins only).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Let --http listen on an address other than loopback.
+    #[arg(long, requires = "http")]
+    allow_remote: bool,
+    /// The most permissive preset a sandbox may have (stdio; over HTTP the token's ceiling decides).
+    #[arg(long, value_name = "LEVEL", default_value = "medium")]
+    max_preset: TrustLevel,
+    /// A host pattern sandboxes may be allowed to reach (repeatable; stdio; none by default).
+    #[arg(long = "allow-net", value_name = "PATTERN")]
+    allow_net: Vec<String>,
+    /// Most sandboxes alive at once (stdio; over HTTP per token, its ceiling's).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    max_sandboxes: usize,
+    /// A sandbox unused this long is torn down ("0" never).
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Largest file one sandbox_write_file may write.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = crate::serve_cmd::parse_size)]
+    max_file_size: u64,
+    /// Bytes the files tools may write into one sandbox, all files together.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = crate::serve_cmd::parse_size)]
+    files_quota: u64,
+    /// The audit store [default: ~/.local/state/cordon/audit.db].
+    #[arg(long, value_name = "PATH")]
+    audit: Option<PathBuf>,
+    /// Record nothing.
+    #[arg(long, conflicts_with = "audit")]
+    no_audit: bool,
+}
+
+/// A duration, or "0" for none.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    crate::serve_cmd::parse_duration(s)
+}
+
+pub fn run(args: McpArgs) -> anyhow::Result<u8> {
+    match args.command {
+        None => serve(args.serve),
+        Some(command) => match command {},
+    }
+}
+
+fn serve(args: ServeMcpArgs) -> anyhow::Result<u8> {
+    for pattern in &args.allow_net {
+        cordon_policy::HostPattern::parse(pattern)
+            .map_err(|e| anyhow::anyhow!("--allow-net {pattern}: {e}"))?;
+    }
+    let audit_path = crate::serve_cmd::audit_path(args.audit.clone(), args.no_audit)?;
+    let transport = match args.http {
+        None => cordon_mcp::Transport::Stdio,
+        Some(addr) => cordon_mcp::Transport::Http(cordon_mcp::HttpOptions {
+            addr,
+            allow_remote: args.allow_remote,
+            tokens_file: cordon_server::paths::tokens_file(),
+        }),
+    };
+    let opts = cordon_mcp::Options {
+        transport,
+        engine: cordon_session::EngineConfig::default(),
+        audit_path,
+        limits: cordon_mcp::SandboxLimits {
+            idle_timeout: (!args.idle_timeout.is_zero()).then_some(args.idle_timeout),
+            max_file_bytes: args.max_file_size,
+            files_quota_bytes: args.files_quota,
+        },
+        ceiling: cordon_server::tokens::Ceiling {
+            preset: args.max_preset,
+            memory: None,
+            pids: None,
+            allow_net: args.allow_net,
+            max_sandboxes: args.max_sandboxes.max(1),
+        },
+    };
+    let (spawner, runtime) = crate::serve_cmd::spawner_then_runtime()?;
+    let result = runtime.block_on(cordon_mcp::run(spawner, opts));
+    // A read of stdin may still be pending on a blocking thread; it
+    // holds nothing of the sandboxes, which are gone by now.
+    runtime.shutdown_background();
+    result?;
+    Ok(0)
+}

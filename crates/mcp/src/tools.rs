@@ -1,0 +1,605 @@
+//! The MCP tools (names fixed): `sandbox_create`, `sandbox_exec`,
+//! `sandbox_run_code`, `sandbox_write_file`, `sandbox_read_file`,
+//! `sandbox_list_files`, `sandbox_destroy`. A sandbox is named by the
+//! `sandbox_id` argument, so any request stands on its own (stateless
+//! transports need nothing more). Failures are tool errors
+//! (`isError: true`) that say what went wrong and how to fix it.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use base64::Engine as _;
+use cordon_server::Caller;
+use cordon_session::{ExecRequest, Language, StreamName};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ToolError;
+use crate::output::{self, KEPT_BYTES, SHOWN_BYTES};
+use crate::sandboxes::{CreateRequest, Sandboxes};
+
+/// Default and longest timeout of one exec or code cell.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Default and largest read of `sandbox_read_file`.
+const DEFAULT_READ: usize = SHOWN_BYTES;
+const MAX_READ: usize = 1 << 20;
+
+/// A duration: seconds, or text such as `"30s"`, `"10m"`, `"1h"`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DurationArg {
+    Seconds(f64),
+    Text(String),
+}
+
+impl DurationArg {
+    fn to_duration(&self, field: &str) -> Result<Duration, ToolError> {
+        let d = match self {
+            DurationArg::Seconds(s) if s.is_finite() && *s > 0.0 => Duration::from_secs_f64(*s),
+            DurationArg::Seconds(s) => {
+                return Err(ToolError::new(format!(
+                    "{field}: {s} is not a positive number of seconds"
+                )))
+            }
+            DurationArg::Text(t) => cordon_policy::parse_duration(t)
+                .map(|d| d.as_duration())
+                .map_err(|e| {
+                    ToolError::new(format!("{field}: {e}")).with_fix("write it like 30s, 10m or 1h")
+                })?,
+        };
+        Ok(d)
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            DurationArg::Seconds(s) => json!(s.ceil().max(1.0) as u64),
+            DurationArg::Text(t) => json!(t),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateArgs {
+    /// The trust preset: `untrusted` (default: no network, 512 MiB),
+    /// `low` (no network, 1 GiB), `medium` or `high` (network through
+    /// cordon's egress proxy to the `allow_net` hosts only). This server
+    /// may allow only some of them.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// Hosts the sandbox may reach through its egress proxy
+    /// (`pypi.org`, `*.githubusercontent.com`, `api.example.com:443`);
+    /// needs a preset with network. Only hosts this server allows.
+    #[serde(default)]
+    pub allow_net: Vec<String>,
+    /// The sandbox ends this long after creation, whatever it is doing
+    /// (seconds, or `"30m"`, `"2h"`). Without it, it lives until
+    /// `sandbox_destroy`, an idle timeout, or the end of this server.
+    #[serde(default)]
+    pub ttl: Option<DurationArg>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecArgs {
+    /// The id `sandbox_create` returned.
+    pub sandbox_id: String,
+    /// The command as an argument vector, run without a shell
+    /// (`["python3", "-c", "print(1)"]`). Give this or `script`.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// A shell script, run with `sh -c` (pipes, redirections, `&&`).
+    /// Give this or `argv`.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Working directory inside the sandbox (default: the sandbox's).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment variables added for this command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Text written to the command's standard input (then closed).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// The command and everything it started are killed after this long
+    /// (seconds or `"5m"`; default 120 s, at most 1 h).
+    #[serde(default)]
+    pub timeout: Option<DurationArg>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunCodeArgs {
+    /// The id `sandbox_create` returned.
+    pub sandbox_id: String,
+    /// `python` (the only language so far).
+    #[serde(default = "python")]
+    pub language: String,
+    /// The code of one cell. Variables, imports and functions persist
+    /// to the next call for the same sandbox and language; the value of
+    /// a trailing expression is returned as `value`.
+    pub code: String,
+    /// The interpreter is killed (its state lost) when the cell runs
+    /// longer (seconds or `"5m"`; default 120 s, at most 1 h).
+    #[serde(default)]
+    pub timeout: Option<DurationArg>,
+}
+
+fn python() -> String {
+    "python".into()
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// The id `sandbox_create` returned.
+    pub sandbox_id: String,
+    /// Absolute path inside the sandbox (missing directories are made),
+    /// e.g. `/tmp/work/main.py`. `/tmp` is the sandbox's own.
+    pub path: String,
+    /// The file's content.
+    pub content: String,
+    /// `utf8` (default) or `base64` (for binary content).
+    #[serde(default)]
+    pub encoding: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// The id `sandbox_create` returned.
+    pub sandbox_id: String,
+    /// Absolute path inside the sandbox.
+    pub path: String,
+    /// Byte offset to start at (default 0).
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Most bytes returned (default 16384, at most 1048576).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListFilesArgs {
+    /// The id `sandbox_create` returned.
+    pub sandbox_id: String,
+    /// Absolute path of a directory inside the sandbox (default `/tmp`).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DestroyArgs {
+    /// The id `sandbox_create` returned.
+    pub sandbox_id: String,
+}
+
+/// The MCP server: the tools over the sandboxes.
+#[derive(Debug, Clone)]
+pub struct CordonTools {
+    sandboxes: Sandboxes,
+    /// The caller when the transport names none (stdio: the user who
+    /// started `cordon mcp`, within the ceiling of its flags).
+    local: Option<Caller>,
+}
+
+fn done(value: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::structured(value))
+}
+
+fn failed(e: ToolError) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::error(vec![ContentBlock::text(
+        e.to_string(),
+    )]))
+}
+
+/// A tool's body: its value, or a tool error.
+fn reply(r: Result<Value, ToolError>) -> Result<CallToolResult, ErrorData> {
+    match r {
+        Ok(v) => done(v),
+        Err(e) => failed(e),
+    }
+}
+
+fn timeout_of(arg: &Option<DurationArg>) -> Result<Duration, ToolError> {
+    let t = match arg {
+        Some(a) => a.to_duration("timeout")?,
+        None => DEFAULT_TIMEOUT,
+    };
+    if t > MAX_TIMEOUT {
+        return Err(ToolError::new(format!(
+            "timeout: {t:?} is longer than the {MAX_TIMEOUT:?} allowed"
+        ))
+        .with_fix(
+            "run long jobs in the background (script: 'nohup job > /tmp/job.log 2>&1 &') and poll",
+        ));
+    }
+    Ok(t)
+}
+
+#[tool_router]
+impl CordonTools {
+    pub fn new(sandboxes: Sandboxes, local: Option<Caller>) -> CordonTools {
+        CordonTools { sandboxes, local }
+    }
+
+    /// Who is calling: the HTTP request's token, else the local caller.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ToolError> {
+        if let Some(caller) = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+        {
+            return Ok(caller.clone());
+        }
+        self.local
+            .clone()
+            .ok_or_else(|| ToolError::new("this request carries no caller"))
+    }
+
+    #[tool(
+        description = "Create a sandbox: a fresh, isolated Linux environment (own filesystem root with a private /tmp, no host files, no network unless allowed, memory/process/time limits) that lives across calls. Returns sandbox_id, which every other sandbox_* tool takes. Destroy it with sandbox_destroy when done.",
+        annotations(
+            title = "Create a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn sandbox_create(
+        &self,
+        Parameters(args): Parameters<CreateArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.create(args, &ctx).await)
+    }
+
+    #[tool(
+        description = "Run a command in a sandbox and wait for it: argv (no shell) or script (sh -c), with optional cwd, env, stdin and timeout. Returns exit_code, stdout, stderr and timed_out. Each stream shows at most 16 KiB (head and tail); a longer one is saved whole in a file in the sandbox, named in the result's note.",
+        annotations(
+            title = "Run a command in a sandbox",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn sandbox_exec(
+        &self,
+        Parameters(args): Parameters<ExecArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.exec(args, &ctx).await)
+    }
+
+    #[tool(
+        description = "Run code in a persistent interpreter inside a sandbox (one per sandbox and language; python). State (variables, imports, functions) carries over between calls. Returns stdout, stderr, the value of a trailing expression, and the error with its traceback if the code raised.",
+        annotations(
+            title = "Run code in a sandbox",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn sandbox_run_code(
+        &self,
+        Parameters(args): Parameters<RunCodeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.run_code(args, &ctx).await)
+    }
+
+    #[tool(
+        description = "Write a file inside a sandbox (replacing it atomically if it exists; missing directories are made). Content is UTF-8 text, or base64 with encoding=base64.",
+        annotations(
+            title = "Write a file in a sandbox",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn sandbox_write_file(
+        &self,
+        Parameters(args): Parameters<WriteFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.write_file(args, &ctx).await)
+    }
+
+    #[tool(
+        description = "Read a file inside a sandbox: up to max_bytes (default 16 KiB) from offset. Returns the text (or base64 for binary data), the file's size, and the offset to continue from when there is more.",
+        annotations(
+            title = "Read a file in a sandbox",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn sandbox_read_file(
+        &self,
+        Parameters(args): Parameters<ReadFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.read_file(args, &ctx).await)
+    }
+
+    #[tool(
+        description = "List a directory inside a sandbox (default /tmp): each entry's name, type (file, dir, symlink, other) and size.",
+        annotations(
+            title = "List files in a sandbox",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn sandbox_list_files(
+        &self,
+        Parameters(args): Parameters<ListFilesArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.list_files(args, &ctx).await)
+    }
+
+    #[tool(
+        description = "Destroy a sandbox: every process in it is killed and its files are gone. The sandbox_id is invalid afterwards.",
+        annotations(
+            title = "Destroy a sandbox",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn sandbox_destroy(
+        &self,
+        Parameters(args): Parameters<DestroyArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        reply(self.destroy(args, &ctx).await)
+    }
+}
+
+#[tool_handler(
+    name = "cordon",
+    instructions = "cordon sandboxes: isolated Linux environments that live across calls. Call sandbox_create first and pass its sandbox_id to the other tools; run commands with sandbox_exec, code with sandbox_run_code, move files with sandbox_write_file / sandbox_read_file / sandbox_list_files, and call sandbox_destroy when done."
+)]
+impl ServerHandler for CordonTools {}
+
+/// The tools' bodies.
+impl CordonTools {
+    async fn create(
+        &self,
+        args: CreateArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let req = CreateRequest {
+            preset: args.preset,
+            allow_net: args.allow_net,
+            ttl: args.ttl.as_ref().map(DurationArg::to_json),
+        };
+        let created = self.sandboxes.create(&caller, req).await?;
+        serde_json::to_value(created).map_err(|e| ToolError::new(e.to_string()))
+    }
+
+    async fn exec(
+        &self,
+        args: ExecArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let session = self.sandboxes.session(&caller, &args.sandbox_id)?;
+        let argv = match (args.argv, args.script) {
+            (Some(argv), None) if !argv.is_empty() => argv,
+            (None, Some(script)) => vec!["sh".into(), "-c".into(), script],
+            _ => {
+                return Err(ToolError::new(
+                    "give either argv (a non-empty list) or script, not both",
+                )
+                .with_fix(r#"e.g. {"argv": ["ls", "-l"]} or {"script": "ls -l | head"}"#))
+            }
+        };
+        let req = ExecRequest {
+            argv: argv.clone(),
+            env: args.env.into_iter().collect(),
+            cwd: args.cwd.map(Into::into),
+            stdin: args.stdin.map(String::into_bytes),
+            keep_stdin_open: false,
+            timeout: Some(timeout_of(&args.timeout)?),
+            output_limit: Some(KEPT_BYTES),
+        };
+        let process = session.exec(req).await?;
+        // A cancelled call kills the command's whole tree.
+        let exit = tokio::select! {
+            exit = process.wait() => exit,
+            _ = ctx.ct.cancelled() => {
+                process.kill().await;
+                process.wait().await
+            }
+        };
+        let (events, _) = process.events_now(0);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for e in events {
+            if let cordon_session::EventKind::Output { stream, data } = e.kind {
+                match stream {
+                    StreamName::Stdout => out.extend_from_slice(&data),
+                    StreamName::Stderr => err.extend_from_slice(&data),
+                }
+            }
+        }
+        self.sandboxes.record(
+            &caller,
+            "exec",
+            &args.sandbox_id,
+            json!({"via": "mcp", "argv": argv, "exit_code": exit.exit_code, "timed_out": exit.timed_out}),
+        );
+        let mut result = json!({
+            "exit_code": exit.exit_code,
+            "timed_out": exit.timed_out,
+        });
+        let mut notes = Vec::new();
+        for (name, data, dropped) in [
+            ("stdout", out, exit.usage.stdout_dropped),
+            ("stderr", err, exit.usage.stderr_dropped),
+        ] {
+            let shown = output::cut(&data, SHOWN_BYTES);
+            if shown.cut_bytes > 0 || dropped > 0 {
+                let total = data.len() as u64 + dropped;
+                let kept = self.sandboxes.keep_output(&session, name, data).await.ok();
+                notes.push(output::note(name, total, dropped, kept.as_deref()));
+            }
+            result[name] = json!(shown.text);
+        }
+        if let Some(message) = exit.message {
+            notes.push(message);
+        }
+        if !notes.is_empty() {
+            result["note"] = json!(notes.join(" "));
+        }
+        Ok(result)
+    }
+
+    async fn run_code(
+        &self,
+        args: RunCodeArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let language = Language::from_str(&args.language)?;
+        let timeout = timeout_of(&args.timeout)?;
+        let context = self
+            .sandboxes
+            .context(&caller, &args.sandbox_id, language)
+            .await?;
+        // The cell runs to its end even if the call is cancelled, so the
+        // interpreter stays in step with its cells.
+        let code = args.code.clone();
+        let result = tokio::spawn(async move { context.run(&code, timeout).await })
+            .await
+            .map_err(|e| ToolError::new(format!("the cell's task failed: {e}")))??;
+        self.sandboxes.record(
+            &caller,
+            "context_run",
+            &args.sandbox_id,
+            json!({"via": "mcp", "language": language.as_str(), "error": result.error.as_ref().map(|e| &e.name)}),
+        );
+        let stdout = output::cut(result.stdout.as_bytes(), SHOWN_BYTES);
+        let stderr = output::cut(result.stderr.as_bytes(), SHOWN_BYTES);
+        let mut value = json!({
+            "stdout": stdout.text,
+            "stderr": stderr.text,
+            "value": result.value,
+            "error": result.error.map(|e| json!({"name": e.name, "message": e.message, "traceback": e.traceback})),
+            "restarted": result.restarted,
+        });
+        if stdout.cut_bytes > 0 || stderr.cut_bytes > 0 {
+            value["note"] = json!(format!(
+                "the cell's output was longer than {SHOWN_BYTES} bytes per stream and was cut in the middle; write large results to a file in the sandbox and read it in parts with sandbox_read_file"
+            ));
+        }
+        Ok(value)
+    }
+
+    async fn write_file(
+        &self,
+        args: WriteFileArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let data = match args.encoding.as_deref() {
+            None | Some("utf8") | Some("utf-8") | Some("text") => args.content.into_bytes(),
+            Some("base64") => base64::engine::general_purpose::STANDARD
+                .decode(args.content.as_bytes())
+                .map_err(|e| ToolError::new(format!("content is not valid base64: {e}")))?,
+            Some(other) => {
+                return Err(ToolError::new(format!("encoding {other:?} is not known"))
+                    .with_fix("use utf8 or base64"))
+            }
+        };
+        let written = self
+            .sandboxes
+            .write_file(&caller, &args.sandbox_id, &args.path, data)
+            .await?;
+        self.sandboxes.record(
+            &caller,
+            "file_write",
+            &args.sandbox_id,
+            json!({"via": "mcp", "path": args.path, "bytes": written}),
+        );
+        Ok(json!({"path": args.path, "bytes_written": written}))
+    }
+
+    async fn read_file(
+        &self,
+        args: ReadFileArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let offset = args.offset.unwrap_or(0);
+        let max = args.max_bytes.unwrap_or(DEFAULT_READ).clamp(1, MAX_READ);
+        let (data, size) = self
+            .sandboxes
+            .read_file(&caller, &args.sandbox_id, &args.path, offset, max)
+            .await?;
+        let end = offset.saturating_add(data.len() as u64);
+        let mut value =
+            json!({"path": args.path, "size": size, "offset": offset, "bytes": data.len()});
+        match String::from_utf8(data) {
+            Ok(text) => {
+                value["encoding"] = json!("utf8");
+                value["content"] = json!(text);
+            }
+            Err(e) => {
+                value["encoding"] = json!("base64");
+                value["content"] =
+                    json!(base64::engine::general_purpose::STANDARD.encode(e.into_bytes()));
+            }
+        }
+        if end < size {
+            value["next_offset"] = json!(end);
+            value["note"] = json!(format!(
+                "{} more bytes; call sandbox_read_file again with offset={end}",
+                size - end
+            ));
+        }
+        Ok(value)
+    }
+
+    async fn list_files(
+        &self,
+        args: ListFilesArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let path = args.path.unwrap_or_else(|| "/tmp".into());
+        let listing = self
+            .sandboxes
+            .list_files(&caller, &args.sandbox_id, &path)
+            .await?;
+        Ok(json!({"path": path, "entries": listing.entries, "truncated": listing.truncated}))
+    }
+
+    async fn destroy(
+        &self,
+        args: DestroyArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let caller = self.caller(ctx)?;
+        let clean = self.sandboxes.destroy(&caller, &args.sandbox_id).await?;
+        if !clean {
+            return Err(ToolError::new(format!(
+                "sandbox {} was torn down but a control group of it is left (the spawner retries when it exits)",
+                args.sandbox_id
+            )));
+        }
+        Ok(json!({"sandbox_id": args.sandbox_id, "destroyed": true}))
+    }
+}
