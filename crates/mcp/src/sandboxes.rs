@@ -321,7 +321,7 @@ impl Sandboxes {
     ) -> Result<u64, ToolError> {
         let path = SandboxPath::parse(path)?;
         let quota = self.quota(session.id())?;
-        let root = SandboxRoot::new(session.open_root()?);
+        let root = SandboxRoot::new(session.open_root().await?);
         let max_file = self.inner.limits.max_file_bytes;
         let written = as_sandbox_user(session.host_ids(), move || {
             let mut pending = PendingWrite::begin(&root, &path, max_file, quota)?;
@@ -357,7 +357,7 @@ impl Sandboxes {
         use std::io::{Read, Seek, SeekFrom};
         let session = self.session(caller, id)?;
         let p = SandboxPath::parse(path)?;
-        let root = SandboxRoot::new(session.open_root()?);
+        let root = SandboxRoot::new(session.open_root().await?);
         let shown = path.to_owned();
         as_sandbox_user(session.host_ids(), move || match root.open(&p)? {
             Node::File { mut file, size } => {
@@ -390,7 +390,7 @@ impl Sandboxes {
     ) -> Result<Listing, ToolError> {
         let session = self.session(caller, id)?;
         let p = SandboxPath::parse(path)?;
-        let root = SandboxRoot::new(session.open_root()?);
+        let root = SandboxRoot::new(session.open_root().await?);
         let shown = path.to_owned();
         as_sandbox_user(session.host_ids(), move || match root.open(&p)? {
             Node::Dir(fd) => {
