@@ -324,7 +324,8 @@ def test_http_server_stop_tears_every_sandbox_down(binary: Path, state: Path) ->
                 assert ran["error"] is None, ran
 
         anyio.run(main)
-        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+        ps = "\n".join(line for line in ps.splitlines() if not line.split(None, 2)[-1].startswith("["))
         assert _processes_with(marker), f"the sandbox's process is visible from the host:\n{ps}\n{server.log.read_text()}"
     finally:
         assert server.stop() == 0
