@@ -269,6 +269,14 @@ def test_http_refuses_foreign_origins(http_server: HttpServer) -> None:
         assert _post(url, {**auth, "Origin": origin}) == 200, origin
 
 
+def test_http_refuses_a_foreign_host(http_server: HttpServer) -> None:
+    """Layer: rmcp's Host check (a DNS-rebound name reaches 127.0.0.1 with its own Host)."""
+    auth = {"Authorization": f"Bearer {http_server.tokens['alice']}"}
+    port = http_server.url.split(":")[2].split("/")[0]
+    assert _post(http_server.url, {**auth, "Host": f"rebound.evil.example:{port}"}) in (400, 403, 421)
+    assert _post(http_server.url, {**auth, "Host": f"localhost:{port}"}) == 200
+
+
 def test_http_is_post_only(http_server: HttpServer) -> None:
     auth = {"Authorization": f"Bearer {http_server.tokens['alice']}"}
     for method in ["GET", "DELETE", "PUT"]:
