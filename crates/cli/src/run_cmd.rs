@@ -30,102 +30,12 @@ cordon run --scan block -- python3 -c \"$CODE\"   # refuse code the scanner flag
 GITHUB_TOKEN=... cordon run --secret GITHUB_TOKEN@api.github.com -- python3 tool.py"
 )]
 pub struct RunArgs {
-    /// Profile file (TOML or JSON); flags override it.
-    #[arg(long, short = 'p', value_name = "FILE")]
-    profile: Option<PathBuf>,
-    /// Start from a preset instead of a file: untrusted (default), low, medium, high.
-    #[arg(long, value_name = "LEVEL", conflicts_with = "profile")]
-    preset: Option<TrustLevel>,
-    /// Make a host path readable inside, at the same path (repeatable).
-    #[arg(long = "ro", value_name = "PATH")]
-    read_only: Vec<PathBuf>,
-    /// Make a host path writable inside, at the same path (repeatable).
-    #[arg(long = "rw", value_name = "PATH")]
-    read_write: Vec<PathBuf>,
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxArgs,
     /// Make a host directory writable inside, but keep every write aside
     /// (an overlay): the host tree is untouched until `cordon promote`.
     #[arg(long, value_name = "DIR")]
     stage: Option<PathBuf>,
-    /// Access to the current directory: ro, rw or none.
-    #[arg(long, value_name = "ACCESS")]
-    cwd: Option<CwdAccess>,
-    /// Memory limit, swap included (e.g. 512MiB).
-    #[arg(long, value_name = "SIZE")]
-    memory: Option<cordon_policy::ByteSize>,
-    /// Wall-clock deadline (e.g. 30s, 5m); the whole tree is killed then.
-    #[arg(long, value_name = "DURATION")]
-    timeout: Option<cordon_policy::DurationSpec>,
-    /// CPU time limit (e.g. 60s).
-    #[arg(long = "cpu-time", value_name = "DURATION")]
-    cpu_time: Option<cordon_policy::DurationSpec>,
-    /// Maximum processes and threads.
-    #[arg(long, value_name = "N")]
-    pids: Option<u64>,
-    /// Maximum open files per process.
-    #[arg(long = "open-files", value_name = "N")]
-    open_files: Option<u64>,
-    /// Largest file the command may write.
-    #[arg(long = "file-size", value_name = "SIZE")]
-    file_size: Option<cordon_policy::ByteSize>,
-    /// Output kept per stream; the rest is counted and dropped.
-    #[arg(long, value_name = "SIZE")]
-    output: Option<cordon_policy::ByteSize>,
-    /// What to do when output passes its limit: truncate or kill.
-    #[arg(long = "on-output-limit", value_name = "ACTION")]
-    on_output_limit: Option<OnOutputLimit>,
-    /// Size of the /tmp tmpfs.
-    #[arg(long = "tmp-size", value_name = "SIZE")]
-    tmp_size: Option<cordon_policy::ByteSize>,
-    /// Pass a host environment variable through (repeatable).
-    #[arg(long = "env", value_name = "NAME")]
-    env_pass: Vec<String>,
-    /// Set an environment variable inside (repeatable).
-    #[arg(long = "setenv", value_name = "NAME=VALUE", value_parser = parse_kv)]
-    env_set: Vec<(String, String)>,
-    /// Network: none, loopback (the sandbox's own loopback only) or proxy
-    /// (egress through cordon's proxy, following the allow/deny rules).
-    #[arg(long, value_name = "MODE")]
-    net: Option<NetworkMode>,
-    /// Allow egress to a host: exact name, *.suffix, optional :port (repeatable; implies --net proxy).
-    #[arg(long = "allow-net", value_name = "HOST")]
-    allow_net: Vec<cordon_policy::HostPattern>,
-    /// Deny egress to a host, even if an allow rule covers it (repeatable).
-    #[arg(long = "deny-net", value_name = "HOST")]
-    deny_net: Vec<cordon_policy::HostPattern>,
-    /// Refuse plain HTTP; tunnels must carry a TLS SNI that matches their host.
-    #[arg(long = "https-only")]
-    https_only: bool,
-    /// For the proxy only, resolve HOST[:PORT] to ADDRESS (like curl's --resolve; repeatable).
-    /// Such operator-declared addresses may be private or loopback.
-    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress::parse_resolve)]
-    resolve: Vec<(String, cordon_egress::OverrideAddr)>,
-    /// Audit store (SQLite); default: the profile's audit.path, else ~/.local/state/cordon/audit.db.
-    #[arg(long, value_name = "FILE", conflicts_with = "no_audit")]
-    audit: Option<PathBuf>,
-    /// Do not record this run in the audit store.
-    #[arg(long = "no-audit")]
-    no_audit: bool,
-    /// Let the command use a host secret without seeing it: NAME@host[,host...]. Inside, $NAME
-    /// holds a placeholder; cordon's proxy swaps in the real value (from the host's $NAME) only
-    /// in requests to those hosts (repeatable; implies --allow-net for them).
-    #[arg(long, value_name = "NAME@HOST")]
-    secret: Vec<String>,
-    /// Also trust these PEM certificates when the proxy verifies upstream servers (a private CA);
-    /// the system's trust store stays in force.
-    #[arg(long = "upstream-ca", value_name = "FILE")]
-    upstream_ca: Option<PathBuf>,
-    /// Write every egress decision as JSON lines to FILE.
-    #[arg(long = "net-log", value_name = "FILE")]
-    net_log: Option<PathBuf>,
-    /// Allow socket(AF_UNIX) inside (socketpair is always allowed).
-    #[arg(long = "unix-sockets")]
-    unix_sockets: bool,
-    /// Isolation level: namespaces (default) or process (Landlock + seccomp + rlimits only).
-    #[arg(long, value_name = "LEVEL")]
-    isolation: Option<IsolationLevel>,
-    /// Accept the weaker process level if user namespaces are unavailable.
-    #[arg(long = "allow-weaker")]
-    allow_weaker: bool,
     /// Stdin of the command: inherit (default) or null.
     #[arg(long, value_name = "MODE", default_value = "inherit")]
     stdin: StdinArg,
@@ -149,6 +59,104 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// The sandbox's flags, shared by `cordon run` and `cordon mcp wrap`:
+/// profile, paths, limits, network, secrets, audit.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// Profile file (TOML or JSON); flags override it.
+    #[arg(long, short = 'p', value_name = "FILE")]
+    pub(crate) profile: Option<PathBuf>,
+    /// Start from a preset instead of a file: untrusted (default), low, medium, high.
+    #[arg(long, value_name = "LEVEL", conflicts_with = "profile")]
+    pub(crate) preset: Option<TrustLevel>,
+    /// Make a host path readable inside, at the same path (repeatable).
+    #[arg(long = "ro", value_name = "PATH")]
+    pub(crate) read_only: Vec<PathBuf>,
+    /// Make a host path writable inside, at the same path (repeatable).
+    #[arg(long = "rw", value_name = "PATH")]
+    pub(crate) read_write: Vec<PathBuf>,
+    /// Access to the current directory: ro, rw or none.
+    #[arg(long, value_name = "ACCESS")]
+    pub(crate) cwd: Option<CwdAccess>,
+    /// Memory limit, swap included (e.g. 512MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) memory: Option<cordon_policy::ByteSize>,
+    /// Wall-clock deadline (e.g. 30s, 5m); the whole tree is killed then.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) timeout: Option<cordon_policy::DurationSpec>,
+    /// CPU time limit (e.g. 60s).
+    #[arg(long = "cpu-time", value_name = "DURATION")]
+    pub(crate) cpu_time: Option<cordon_policy::DurationSpec>,
+    /// Maximum processes and threads.
+    #[arg(long, value_name = "N")]
+    pub(crate) pids: Option<u64>,
+    /// Maximum open files per process.
+    #[arg(long = "open-files", value_name = "N")]
+    pub(crate) open_files: Option<u64>,
+    /// Largest file the command may write.
+    #[arg(long = "file-size", value_name = "SIZE")]
+    pub(crate) file_size: Option<cordon_policy::ByteSize>,
+    /// Output kept per stream; the rest is counted and dropped.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) output: Option<cordon_policy::ByteSize>,
+    /// What to do when output passes its limit: truncate or kill.
+    #[arg(long = "on-output-limit", value_name = "ACTION")]
+    pub(crate) on_output_limit: Option<OnOutputLimit>,
+    /// Size of the /tmp tmpfs.
+    #[arg(long = "tmp-size", value_name = "SIZE")]
+    pub(crate) tmp_size: Option<cordon_policy::ByteSize>,
+    /// Pass a host environment variable through (repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    pub(crate) env_pass: Vec<String>,
+    /// Set an environment variable inside (repeatable).
+    #[arg(long = "setenv", value_name = "NAME=VALUE", value_parser = parse_kv)]
+    pub(crate) env_set: Vec<(String, String)>,
+    /// Network: none, loopback (the sandbox's own loopback only) or proxy
+    /// (egress through cordon's proxy, following the allow/deny rules).
+    #[arg(long, value_name = "MODE")]
+    pub(crate) net: Option<NetworkMode>,
+    /// Allow egress to a host: exact name, *.suffix, optional :port (repeatable; implies --net proxy).
+    #[arg(long = "allow-net", value_name = "HOST")]
+    pub(crate) allow_net: Vec<cordon_policy::HostPattern>,
+    /// Deny egress to a host, even if an allow rule covers it (repeatable).
+    #[arg(long = "deny-net", value_name = "HOST")]
+    pub(crate) deny_net: Vec<cordon_policy::HostPattern>,
+    /// Refuse plain HTTP; tunnels must carry a TLS SNI that matches their host.
+    #[arg(long = "https-only")]
+    pub(crate) https_only: bool,
+    /// For the proxy only, resolve HOST[:PORT] to ADDRESS (like curl's --resolve; repeatable).
+    /// Such operator-declared addresses may be private or loopback.
+    #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress::parse_resolve)]
+    pub(crate) resolve: Vec<(String, cordon_egress::OverrideAddr)>,
+    /// Audit store (SQLite); default: the profile's audit.path, else ~/.local/state/cordon/audit.db.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_audit")]
+    pub(crate) audit: Option<PathBuf>,
+    /// Do not record this run in the audit store.
+    #[arg(long = "no-audit")]
+    pub(crate) no_audit: bool,
+    /// Let the command use a host secret without seeing it: NAME@host[,host...]. Inside, $NAME
+    /// holds a placeholder; cordon's proxy swaps in the real value (from the host's $NAME) only
+    /// in requests to those hosts (repeatable; implies --allow-net for them).
+    #[arg(long, value_name = "NAME@HOST")]
+    pub(crate) secret: Vec<String>,
+    /// Also trust these PEM certificates when the proxy verifies upstream servers (a private CA);
+    /// the system's trust store stays in force.
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    pub(crate) upstream_ca: Option<PathBuf>,
+    /// Write every egress decision as JSON lines to FILE.
+    #[arg(long = "net-log", value_name = "FILE")]
+    pub(crate) net_log: Option<PathBuf>,
+    /// Allow socket(AF_UNIX) inside (socketpair is always allowed).
+    #[arg(long = "unix-sockets")]
+    pub(crate) unix_sockets: bool,
+    /// Isolation level: namespaces (default) or process (Landlock + seccomp + rlimits only).
+    #[arg(long, value_name = "LEVEL")]
+    pub(crate) isolation: Option<IsolationLevel>,
+    /// Accept the weaker process level if user namespaces are unavailable.
+    #[arg(long = "allow-weaker")]
+    pub(crate) allow_weaker: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -203,68 +211,90 @@ struct EgressTotals {
     bytes_down: u64,
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let profile = match (&args.profile, args.preset) {
-        (Some(path), _) => Profile::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
-        (None, Some(level)) => Profile::preset(level),
-        (None, None) => Profile::default(),
-    };
-    let secrets_flags = args
-        .secret
-        .iter()
-        .map(|s| {
-            cordon_policy::Secret::parse_flag(s).map_err(|e| anyhow::anyhow!("--secret {s}: {e}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let overrides = Overrides {
-        read_only: args.read_only.clone(),
-        read_write: args.read_write.clone(),
-        cwd: args.cwd,
-        tmp_size: args.tmp_size,
-        memory: args.memory,
-        timeout: args.timeout,
-        cpu_time: args.cpu_time,
-        pids: args.pids,
-        open_files: args.open_files,
-        file_size: args.file_size,
-        output: args.output,
-        on_output_limit: args.on_output_limit,
-        env_pass: args.env_pass.clone(),
-        env_set: args.env_set.clone(),
-        isolation: args.isolation,
-        allow_weaker: args.allow_weaker.then_some(true),
-        unix_sockets: args.unix_sockets.then_some(true),
-        network_mode: args.net,
-        allow_hosts: args.allow_net.clone(),
-        deny_hosts: args.deny_net.clone(),
-        https_only: args.https_only.then_some(true),
-        secrets: secrets_flags,
-        scan_mode: args.scan,
-        scan_rules: args.scan_rules.clone(),
-        ..Overrides::default()
-    };
-    let profile = profile
-        .with_overrides(&overrides)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    // The scanner looks before anything is built (or any secret fetched).
-    let gate = scan_gate::check(&profile, &args.command, &cwd, args.quiet)?;
-    if let Some(g) = gate.as_ref().filter(|g| g.refused()) {
-        return refuse(&args, &profile, &cwd, g);
+impl SandboxArgs {
+    /// The profile these flags name, with the flags applied over it;
+    /// `extra` adds overrides of the caller's own (e.g. `run --scan`).
+    pub(crate) fn profile(&self, extra: Overrides) -> anyhow::Result<Profile> {
+        let profile = match (&self.profile, self.preset) {
+            (Some(path), _) => Profile::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
+            (None, Some(level)) => Profile::preset(level),
+            (None, None) => Profile::default(),
+        };
+        let secrets_flags = self
+            .secret
+            .iter()
+            .map(|s| {
+                cordon_policy::Secret::parse_flag(s)
+                    .map_err(|e| anyhow::anyhow!("--secret {s}: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let overrides = Overrides {
+            read_only: self.read_only.clone(),
+            read_write: self.read_write.clone(),
+            cwd: self.cwd,
+            tmp_size: self.tmp_size,
+            memory: self.memory,
+            timeout: self.timeout,
+            cpu_time: self.cpu_time,
+            pids: self.pids,
+            open_files: self.open_files,
+            file_size: self.file_size,
+            output: self.output,
+            on_output_limit: self.on_output_limit,
+            env_pass: self.env_pass.clone(),
+            env_set: self.env_set.clone(),
+            isolation: self.isolation,
+            allow_weaker: self.allow_weaker.then_some(true),
+            unix_sockets: self.unix_sockets.then_some(true),
+            network_mode: self.net,
+            allow_hosts: self.allow_net.clone(),
+            deny_hosts: self.deny_net.clone(),
+            https_only: self.https_only.then_some(true),
+            secrets: secrets_flags,
+            ..extra
+        };
+        profile
+            .with_overrides(&overrides)
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
-    let mut spec = cordon_plan::spec_for(&profile, args.command.clone(), &cwd)?;
-    if matches!(args.stdin, StdinArg::Null) {
-        spec.stdin = cordon_jail::StdinMode::Null;
-    }
-    let _private_tmp = cordon_plan::private_tmp(&mut spec)?;
-    let mut host_tools = cordon_plan::protect_host_tools(&profile, &mut spec);
+}
+
+/// A sandbox planned from the shared flags, ready for
+/// `cordon_jail::run_with`: the spec, the hooks that start the egress
+/// proxy and the audit session, and what the caller reports afterwards.
+pub(crate) struct Prepared {
+    pub spec: cordon_jail::Spec,
+    pub hooks: RunHooks,
+    pub redactor: cordon_scan::Redactor,
+    pub recorder: Arc<egress::Recorder>,
+    pub audit_path: Option<PathBuf>,
+    pub run_id: String,
+    pub host_tools: Option<cordon_plan::HostTools>,
+    /// The private /tmp of a process-level sandbox; removed on drop.
+    pub _private_tmp: Option<tempfile::TempDir>,
+}
+
+/// Plan the sandbox for `command`: spec, secrets (placeholders inside, the
+/// real values for the proxy), egress, audit.
+pub(crate) fn prepare(
+    sb: &SandboxArgs,
+    profile: &Profile,
+    command: &[String],
+    cwd: &std::path::Path,
+    stdin: cordon_jail::StdinMode,
+    gate: Option<&scan_gate::Gate>,
+) -> anyhow::Result<Prepared> {
+    let mut spec = cordon_plan::spec_for(profile, command.to_vec(), cwd)?;
+    spec.stdin = stdin;
+    let private_tmp = cordon_plan::private_tmp(&mut spec)?;
+    let host_tools = cordon_plan::protect_host_tools(profile, &mut spec);
 
     // Secrets: real values stay here; the sandbox gets placeholders and a
     // CA bundle that trusts cordon's per-run authority.
     let resolved = secrets::resolve(&profile.secrets)?;
     // The upstream CA file is read only when a secret needs the proxy to
     // intercept TLS.
-    let extra = match &args.upstream_ca {
+    let extra = match &sb.upstream_ca {
         Some(p) if !resolved.is_empty() => {
             Some(std::fs::read(p).with_context(|| format!("--upstream-ca {}", p.display()))?)
         }
@@ -275,7 +305,80 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let redactor = cordon_scan::Redactor::with_values(&values);
 
     let run_id = cordon_audit::new_run_id();
-    let audit_path = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, &profile)?;
+    let audit_path = audit_bridge::store_path(sb.audit.as_deref(), sb.no_audit, profile)?;
+    let recorder = Arc::new(egress::Recorder::new(sb.net_log.as_deref())?);
+    let hooks = RunHooks {
+        identity,
+        redactor: redactor.clone(),
+        egress: if spec.network == cordon_jail::NetworkMode::Proxy {
+            Some(egress::config(profile, &run_id, &sb.resolve))
+        } else {
+            None
+        },
+        recorder: Arc::clone(&recorder),
+        proxy: None,
+        audit_plan: audit_path.as_ref().map(|path| AuditPlan {
+            path: path.clone(),
+            started: cordon_audit::RunStarted {
+                argv: command.to_vec(),
+                cwd: Some(spec.cwd.display().to_string()),
+                profile_name: Some(profile.origin.clone()),
+                enforcement: serde_json::json!({
+                    "isolation": format!("{:?}", spec.isolation.level).to_lowercase(),
+                    "landlock_abi": cordon_jail::landlock_abi(),
+                    "network": format!("{:?}", spec.network).to_lowercase(),
+                }),
+                cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                scan: gate.map(scan_gate::Gate::record),
+                ..Default::default()
+            },
+            code: audit_bridge::code_of(command, cwd),
+            profile_text: profile.to_toml_string(),
+            notes: gate.map(scan_gate::Gate::incidents).unwrap_or_default(),
+        }),
+        audit: None,
+        start_committed: false,
+        stage_watch: None,
+        run_id: run_id.clone(),
+    };
+    Ok(Prepared {
+        spec,
+        hooks,
+        redactor,
+        recorder,
+        audit_path,
+        run_id,
+        host_tools,
+        _private_tmp: private_tmp,
+    })
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let profile = args.sandbox.profile(Overrides {
+        scan_mode: args.scan,
+        scan_rules: args.scan_rules.clone(),
+        ..Overrides::default()
+    })?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    // The scanner looks before anything is built (or any secret fetched).
+    let gate = scan_gate::check(&profile, &args.command, &cwd, args.quiet)?;
+    if let Some(g) = gate.as_ref().filter(|g| g.refused()) {
+        return refuse(&args, &profile, &cwd, g);
+    }
+    let stdin = match args.stdin {
+        StdinArg::Null => cordon_jail::StdinMode::Null,
+        StdinArg::Inherit => cordon_jail::StdinMode::Inherit,
+    };
+    let Prepared {
+        mut spec,
+        mut hooks,
+        redactor,
+        recorder,
+        audit_path,
+        run_id,
+        mut host_tools,
+        _private_tmp,
+    } = prepare(&args.sandbox, &profile, &args.command, &cwd, stdin, gate.as_ref())?;
     let staging = match &args.stage {
         Some(dir) => Some(stage_cmd::prepare(
             dir,
@@ -287,44 +390,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         )?),
         None => None,
     };
-    let recorder = Arc::new(egress::Recorder::new(args.net_log.as_deref())?);
-    let mut hooks = RunHooks {
-        identity: identity.clone(),
-        redactor: redactor.clone(),
-        egress: if spec.network == cordon_jail::NetworkMode::Proxy {
-            Some(egress::config(&profile, &run_id, &args.resolve))
-        } else {
-            None
-        },
-        recorder: Arc::clone(&recorder),
-        proxy: None,
-        audit_plan: audit_path.as_ref().map(|path| AuditPlan {
-            path: path.clone(),
-            started: cordon_audit::RunStarted {
-                argv: args.command.clone(),
-                cwd: Some(spec.cwd.display().to_string()),
-                profile_name: Some(profile.origin.clone()),
-                enforcement: serde_json::json!({
-                    "isolation": format!("{:?}", spec.isolation.level).to_lowercase(),
-                    "landlock_abi": cordon_jail::landlock_abi(),
-                    "network": format!("{:?}", spec.network).to_lowercase(),
-                }),
-                cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
-                scan: gate.as_ref().map(scan_gate::Gate::record),
-                ..Default::default()
-            },
-            code: audit_bridge::code_of(&args.command, &cwd),
-            profile_text: profile.to_toml_string(),
-            notes: gate
-                .as_ref()
-                .map(scan_gate::Gate::incidents)
-                .unwrap_or_default(),
-        }),
-        audit: None,
-        start_committed: false,
-        stage_watch: staging.as_ref().map(stage_cmd::Staging::watch),
-        run_id: run_id.clone(),
-    };
+    hooks.stage_watch = staging.as_ref().map(stage_cmd::Staging::watch);
     warn_of_layers_turned_off();
     let mut sink = audit_bridge::TeeSink::new(audit_path.is_some());
     let result = cordon_jail::run_with(&spec, &mut sink, RunOptions::default(), &mut hooks);
@@ -452,7 +518,7 @@ fn refuse(
     // No secret is resolved for a refused run; well-known formats are
     // still redacted.
     let redactor = cordon_scan::Redactor::with_values::<&str>(&[]);
-    if let Some(path) = audit_bridge::store_path(args.audit.as_deref(), args.no_audit, profile)? {
+    if let Some(path) = audit_bridge::store_path(args.sandbox.audit.as_deref(), args.sandbox.no_audit, profile)? {
         let started = cordon_audit::RunStarted {
             argv: args.command.clone(),
             cwd: Some(cwd.display().to_string()),
@@ -499,7 +565,7 @@ fn refuse(
 }
 
 /// What the audit session needs once the sandbox runs.
-struct AuditPlan {
+pub(crate) struct AuditPlan {
     path: PathBuf,
     started: cordon_audit::RunStarted,
     code: Option<Vec<u8>>,
@@ -511,14 +577,14 @@ struct AuditPlan {
 /// The supervisor's callbacks: open the audit store and start the egress
 /// proxy once the sandbox exists (the proxy starts threads, which must not
 /// exist when the sandbox is cloned), and commit a long run's start.
-struct RunHooks {
+pub(crate) struct RunHooks {
     identity: Option<cordon_egress::Identity>,
     redactor: cordon_scan::Redactor,
     egress: Option<cordon_egress::EgressConfig>,
     recorder: Arc<egress::Recorder>,
-    proxy: Option<cordon_egress::ProxyHandle>,
+    pub(crate) proxy: Option<cordon_egress::ProxyHandle>,
     audit_plan: Option<AuditPlan>,
-    audit: Option<audit_bridge::AuditSession>,
+    pub(crate) audit: Option<audit_bridge::AuditSession>,
     /// The start was committed on its own (a long run).
     start_committed: bool,
     /// The staged run's size, checked while it goes (`--stage`).
