@@ -20,6 +20,8 @@ pub const KIND_INCIDENT: &str = "incident";
 pub const KIND_PROMOTION: &str = "promotion";
 /// Record kind for an action taken through the HTTP API of `cordon serve`.
 pub const KIND_API_ACTION: &str = "api_action";
+/// Kind of [`McpCall`] records.
+pub const KIND_MCP_CALL: &str = "mcp_call";
 /// Record kind written by the store itself when, before a write, it found
 /// that the store's last record did not match the head file (records were
 /// removed or the head file replaced). `verify` always reports it.
@@ -218,6 +220,10 @@ pub enum IncidentKind {
     Secret,
     /// The pre-execution scanner flagged the code at block level.
     Scan,
+    /// An MCP server's tools or results crossed the gateway's policy: a
+    /// changed tool definition, instructions hidden in a description, a
+    /// refused call, a secret in a result.
+    Mcp,
     /// A kind this version does not know.
     #[serde(other)]
     Other,
@@ -233,6 +239,7 @@ impl IncidentKind {
             IncidentKind::Landlock => "landlock",
             IncidentKind::Secret => "secret",
             IncidentKind::Scan => "scan",
+            IncidentKind::Mcp => "mcp",
             IncidentKind::Other => "other",
         }
     }
@@ -313,6 +320,44 @@ pub struct ApiAction {
     pub detail: Value,
 }
 
+/// One MCP request (`tools/call`, `tools/list`, ...) that `cordon mcp
+/// wrap` passed to, or refused for, the server it runs in a sandbox;
+/// recorded under the sandbox's run id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCall {
+    /// The server: its command line.
+    pub server: String,
+    /// The MCP method, e.g. `tools/call`.
+    pub method: String,
+    /// The tool called (`tools/call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Passed to the server, or refused by the gateway.
+    pub decision: Decision,
+    /// The policy rule that decided, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// SHA-256 of the arguments' canonical JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_digest: Option<String>,
+    /// The arguments themselves, only when the policy asks to record them
+    /// (redacted like every stored string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// From the request to the server's answer, in milliseconds.
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// Bytes of the result as passed to the client.
+    #[serde(default)]
+    pub result_bytes: u64,
+    /// The server answered with an error (or `isError`).
+    #[serde(default)]
+    pub error: bool,
+    /// Secrets or canaries redacted from the result.
+    #[serde(default)]
+    pub redacted: u64,
+}
+
 /// One event to append.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -328,6 +373,8 @@ pub enum Event {
     Promotion(Promotion),
     /// See [`ApiAction`].
     ApiAction(ApiAction),
+    /// See [`McpCall`].
+    McpCall(McpCall),
 }
 
 impl Event {
@@ -340,6 +387,7 @@ impl Event {
             Event::Incident(_) => KIND_INCIDENT,
             Event::Promotion(_) => KIND_PROMOTION,
             Event::ApiAction(_) => KIND_API_ACTION,
+            Event::McpCall(_) => KIND_MCP_CALL,
         }
     }
 
@@ -352,6 +400,7 @@ impl Event {
             Event::Incident(e) => serde_json::to_value(e),
             Event::Promotion(e) => serde_json::to_value(e),
             Event::ApiAction(e) => serde_json::to_value(e),
+            Event::McpCall(e) => serde_json::to_value(e),
         }
     }
 
@@ -365,6 +414,7 @@ impl Event {
             KIND_INCIDENT => parse(|v| serde_json::from_value(v).map(Event::Incident)),
             KIND_PROMOTION => parse(|v| serde_json::from_value(v).map(Event::Promotion)),
             KIND_API_ACTION => parse(|v| serde_json::from_value(v).map(Event::ApiAction)),
+            KIND_MCP_CALL => parse(|v| serde_json::from_value(v).map(Event::McpCall)),
             _ => None,
         }
     }
@@ -393,6 +443,11 @@ impl From<Promotion> for Event {
 impl From<ApiAction> for Event {
     fn from(e: ApiAction) -> Self {
         Event::ApiAction(e)
+    }
+}
+impl From<McpCall> for Event {
+    fn from(e: McpCall) -> Self {
+        Event::McpCall(e)
     }
 }
 impl From<Incident> for Event {

@@ -57,8 +57,8 @@ mod writer;
 pub use chain::{Head, HeadFile};
 pub use error::AuditError;
 pub use event::{
-    ApiAction, Decision, Egress, EndReason, Event, Incident, IncidentKind, Promotion, Record,
-    RunEnded, RunStarted, Severity, StreamSummary,
+    ApiAction, Decision, Egress, EndReason, Event, Incident, IncidentKind, McpCall, Promotion,
+    Record, RunEnded, RunStarted, Severity, StreamSummary,
 };
 pub use store::{
     default_path, AuditStore, Blob, Problem, RunSummary, RunView, VerifyReport, SCHEMA_VERSION,

@@ -139,6 +139,23 @@ impl AuditSession {
             .map_err(|e| format!("cannot commit the start of the run to the audit store: {e}"))
     }
 
+    /// Add any record to the run (e.g. an MCP call); committed with the
+    /// next [`AuditSession::commit`] or the end.
+    pub fn record(&mut self, event: impl Into<cordon_audit::Event>) -> Result<(), String> {
+        self.writer
+            .append(&self.run_id, event)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Commit what was recorded so far.
+    pub fn commit(&mut self) -> Result<(), String> {
+        self.writer
+            .commit()
+            .map(|_| ())
+            .map_err(|e| format!("cannot commit to the audit store: {e}"))
+    }
+
     /// Add one record (e.g. a scan incident) to the run.
     pub fn note(&mut self, incident: Incident) -> Result<(), String> {
         self.writer

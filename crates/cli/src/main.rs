@@ -10,6 +10,7 @@ mod doctor_cmd;
 mod learn;
 mod learn_cmd;
 mod mcp_cmd;
+mod mcp_wrap_cmd;
 mod profile_cmd;
 mod run_cmd;
 mod sandbox_cmd;

@@ -25,12 +25,11 @@ pub struct McpArgs {
 /// Subcommands of `cordon mcp`.
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
-    // MCP-WRAP: `cordon mcp wrap` (the gateway) is defined in
-    // crates/cli/src/mcp_wrap_cmd.rs: add
-    //     /// Run an MCP server inside a sandbox, with a tool policy.
-    //     Wrap(Box<crate::mcp_wrap_cmd::WrapArgs>),
-    // here and `Some(McpCommand::Wrap(args)) => crate::mcp_wrap_cmd::run(*args)`
-    // in `run` below.
+    /// Run an MCP server inside a sandbox, with a tool policy (the gateway).
+    Wrap(Box<crate::mcp_wrap_cmd::WrapArgs>),
+    /// The tool definitions pinned for wrapped servers: list, diff, approve.
+    #[command(subcommand)]
+    Pins(crate::mcp_wrap_cmd::PinsCommand),
 }
 
 #[derive(Debug, Args)]
@@ -79,7 +78,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn run(args: McpArgs) -> anyhow::Result<u8> {
     match args.command {
         None => serve(args.serve),
-        Some(command) => match command {},
+        Some(McpCommand::Wrap(args)) => crate::mcp_wrap_cmd::run(*args),
+        Some(McpCommand::Pins(cmd)) => crate::mcp_wrap_cmd::pins_cmd(cmd),
     }
 }
 

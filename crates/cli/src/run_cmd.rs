@@ -378,7 +378,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         run_id,
         mut host_tools,
         _private_tmp,
-    } = prepare(&args.sandbox, &profile, &args.command, &cwd, stdin, gate.as_ref())?;
+    } = prepare(
+        &args.sandbox,
+        &profile,
+        &args.command,
+        &cwd,
+        stdin,
+        gate.as_ref(),
+    )?;
     let staging = match &args.stage {
         Some(dir) => Some(stage_cmd::prepare(
             dir,
@@ -518,7 +525,11 @@ fn refuse(
     // No secret is resolved for a refused run; well-known formats are
     // still redacted.
     let redactor = cordon_scan::Redactor::with_values::<&str>(&[]);
-    if let Some(path) = audit_bridge::store_path(args.sandbox.audit.as_deref(), args.sandbox.no_audit, profile)? {
+    if let Some(path) = audit_bridge::store_path(
+        args.sandbox.audit.as_deref(),
+        args.sandbox.no_audit,
+        profile,
+    )? {
         let started = cordon_audit::RunStarted {
             argv: args.command.clone(),
             cwd: Some(cwd.display().to_string()),
@@ -679,6 +690,7 @@ fn incident_summary(incidents: &[cordon_audit::Incident], outcome: &Outcome) -> 
     for (kind, word) in [
         (cordon_audit::IncidentKind::Secret, "secret"),
         (cordon_audit::IncidentKind::Scan, "scan"),
+        (cordon_audit::IncidentKind::Mcp, "mcp"),
         (cordon_audit::IncidentKind::Egress, "egress denied"),
         (cordon_audit::IncidentKind::Limit, "limit"),
         (cordon_audit::IncidentKind::Landlock, "landlock"),

@@ -1,0 +1,445 @@
+//! The gateway's decisions on each JSON-RPC message, in both directions:
+//! `tools/list` answers are pinned, scanned and filtered, `tools/call`
+//! requests are checked against the policy, every answer is redacted, and
+//! every call becomes an audit record.
+//!
+//! Messages are JSON-RPC 2.0 objects, one per line (MCP's stdio framing).
+//! The gateway forwards its own serialization of what it parsed, never the
+//! bytes it received: the server cannot be handed a message that its JSON
+//! parser reads differently from the gateway's (duplicate keys, odd
+//! whitespace, invalid UTF-8).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use cordon_audit::{Decision as AuditDecision, Event, Incident, IncidentKind, McpCall, Severity};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::pins::{Check, Pins};
+use crate::poison;
+use crate::policy::{PoisoningAction, Policy, Verdict};
+
+/// What to do with one message from the client.
+#[derive(Debug, Default, PartialEq)]
+pub struct Routed {
+    /// A line for the server.
+    pub to_upstream: Option<String>,
+    /// Lines for the client (the gateway's own answers).
+    pub to_client: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    method: String,
+    tool: Option<String>,
+    args_digest: Option<String>,
+    args: Option<Value>,
+    at: Instant,
+}
+
+/// The gateway's state for one server.
+#[derive(Debug)]
+pub struct Gate {
+    server: String,
+    policy: Policy,
+    pins: Pins,
+    redactor: cordon_scan::Redactor,
+    pending: HashMap<String, Pending>,
+    /// Tools the server listed that the client may see.
+    listed: HashSet<String>,
+    /// Tools blocked (pin change, new since pinned, poisoning): why, and
+    /// the rule.
+    blocked: BTreeMap<String, (String, String)>,
+    /// Incidents already raised (one per tool and cause in a run).
+    raised: HashSet<String>,
+    events: Vec<Event>,
+    /// Print what the gateway blocks on stderr.
+    verbose: bool,
+}
+
+impl Gate {
+    pub fn new(
+        server: &[String],
+        policy: Policy,
+        pins: Pins,
+        mut redactor: cordon_scan::Redactor,
+        verbose: bool,
+    ) -> Gate {
+        for c in &policy.canaries {
+            redactor.add_value("canary", c);
+        }
+        Gate {
+            server: server.join(" "),
+            policy,
+            pins,
+            redactor,
+            pending: HashMap::new(),
+            listed: HashSet::new(),
+            blocked: BTreeMap::new(),
+            raised: HashSet::new(),
+            events: Vec::new(),
+            verbose,
+        }
+    }
+
+    /// The audit records collected since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// One line from the client.
+    pub fn from_client(&mut self, line: &[u8]) -> Routed {
+        let msg: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                return Routed {
+                    to_upstream: None,
+                    to_client: vec![error_line(
+                        &Value::Null,
+                        -32700,
+                        &format!("parse error: {e}"),
+                    )],
+                }
+            }
+        };
+        if !msg.is_object() {
+            // Batches were removed from MCP (2025-06-18); a batch would
+            // need every element checked, so none is passed.
+            return Routed {
+                to_upstream: None,
+                to_client: vec![error_line(
+                    &Value::Null,
+                    -32600,
+                    "cordon mcp wrap passes single JSON-RPC objects only (no batches)",
+                )],
+            };
+        }
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+        let id = msg.get("id").cloned();
+        match (method.as_deref(), id) {
+            (Some("tools/call"), Some(id)) => self.call(msg, id),
+            (Some(m), Some(id)) => {
+                if m == "tools/list" {
+                    self.pending.insert(
+                        key(&id),
+                        Pending {
+                            method: m.to_owned(),
+                            tool: None,
+                            args_digest: None,
+                            args: None,
+                            at: Instant::now(),
+                        },
+                    );
+                }
+                forward(&msg)
+            }
+            _ => forward(&msg),
+        }
+    }
+
+    fn call(&mut self, msg: Value, id: Value) -> Routed {
+        let params = msg.get("params");
+        let Some(tool) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            return Routed {
+                to_upstream: None,
+                to_client: vec![error_line(&id, -32602, "tools/call needs params.name")],
+            };
+        };
+        let tool = tool.to_owned();
+        let args = params
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let digest = hex::encode(Sha256::digest(args.to_string().as_bytes()));
+        let recorded_args = self.policy.record_args(&tool).then(|| args.clone());
+        let verdict = if let Some((why, rule)) = self.blocked.get(&tool) {
+            Verdict::Deny {
+                rule: rule.clone(),
+                message: why.clone(),
+            }
+        } else {
+            match self.policy.check(&tool, &args) {
+                Verdict::Allow if !self.listed.contains(&tool) => Verdict::Deny {
+                    rule: "listed".into(),
+                    message: format!(
+                        "the tool {tool} is not among the tools the server listed to this client; call tools/list first"
+                    ),
+                },
+                v => v,
+            }
+        };
+        match verdict {
+            Verdict::Allow => {
+                self.pending.insert(
+                    key(&id),
+                    Pending {
+                        method: "tools/call".into(),
+                        tool: Some(tool),
+                        args_digest: Some(digest),
+                        args: recorded_args,
+                        at: Instant::now(),
+                    },
+                );
+                forward(&msg)
+            }
+            Verdict::Deny { rule, message } => {
+                let text = format!("cordon mcp wrap refused this call: {message} (rule: {rule})");
+                if self.verbose {
+                    eprintln!("cordon: mcp: refused {tool}: {message} (rule: {rule})");
+                }
+                let reply = json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "result": {"content": [{"type": "text", "text": text}], "isError": true},
+                });
+                let line = reply.to_string();
+                self.events.push(
+                    McpCall {
+                        server: self.server.clone(),
+                        method: "tools/call".into(),
+                        tool: Some(tool.clone()),
+                        decision: AuditDecision::Deny,
+                        rule: Some(rule.clone()),
+                        args_digest: Some(digest),
+                        args: recorded_args,
+                        duration_ms: 0,
+                        result_bytes: line.len() as u64,
+                        error: true,
+                        redacted: 0,
+                    }
+                    .into(),
+                );
+                self.events.push(
+                    Incident {
+                        kind: IncidentKind::Mcp,
+                        severity: Severity::Medium,
+                        summary: format!("MCP call refused: {tool} ({rule})"),
+                        evidence: json!({"server": self.server, "tool": tool, "rule": rule, "message": message}),
+                    }
+                    .into(),
+                );
+                Routed {
+                    to_upstream: None,
+                    to_client: vec![line],
+                }
+            }
+        }
+    }
+
+    /// One line from the server; the lines to pass to the client.
+    pub fn from_upstream(&mut self, line: &[u8]) -> Option<String> {
+        let mut msg: Value = match serde_json::from_slice(line) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                if self.verbose {
+                    eprintln!(
+                        "cordon: mcp: dropped a line from the server that is not a JSON-RPC object ({} bytes)",
+                        line.len()
+                    );
+                }
+                return None;
+            }
+        };
+        let is_response = msg.get("method").is_none() && msg.get("id").is_some();
+        let pending = if is_response {
+            msg.get("id").and_then(|id| self.pending.remove(&key(id)))
+        } else {
+            None
+        };
+        if let Some(p) = &pending {
+            if p.method == "tools/list" {
+                self.filter_list(&mut msg);
+            }
+        }
+        let redacted = redact(&mut msg, &self.redactor);
+        let out = msg.to_string();
+        if let Some(p) = pending {
+            let error = msg.get("error").is_some()
+                || msg.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
+            self.events.push(
+                McpCall {
+                    server: self.server.clone(),
+                    method: p.method.clone(),
+                    tool: p.tool.clone(),
+                    decision: AuditDecision::Allow,
+                    rule: None,
+                    args_digest: p.args_digest,
+                    args: p.args,
+                    duration_ms: p.at.elapsed().as_millis() as u64,
+                    result_bytes: out.len() as u64,
+                    error,
+                    redacted,
+                }
+                .into(),
+            );
+        }
+        if redacted > 0 {
+            let what = msg
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("a result");
+            self.events.push(
+                Incident {
+                    kind: IncidentKind::Secret,
+                    severity: Severity::High,
+                    summary: format!(
+                        "MCP server sent a secret or canary ({redacted} redacted) in {what}"
+                    ),
+                    evidence: json!({"server": self.server, "redacted": redacted}),
+                }
+                .into(),
+            );
+        }
+        Some(out)
+    }
+
+    /// Pin, scan and filter the tools of a `tools/list` answer.
+    fn filter_list(&mut self, msg: &mut Value) {
+        let Some(tools) = msg
+            .pointer_mut("/result/tools")
+            .and_then(Value::as_array_mut)
+        else {
+            return;
+        };
+        let mut kept = Vec::new();
+        for tool in tools.drain(..) {
+            let Some(name) = tool.get("name").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            self.blocked.remove(&name);
+            self.listed.remove(&name);
+            match self.pins.check(&tool) {
+                Check::Pinned => {}
+                Check::Changed { diff } => {
+                    self.block(&name, "pin", "its definition changed since it was pinned; review it with `cordon mcp pins diff` and approve it with `cordon mcp pins approve`");
+                    self.raise(
+                        &name,
+                        "changed",
+                        Severity::High,
+                        format!("MCP tool definition changed since pinned (rug pull): {name}"),
+                        json!({"diff": diff}),
+                        Some(&diff),
+                    );
+                }
+                Check::New => {
+                    self.block(&name, "pin", "it appeared after the server's tools were pinned; approve it with `cordon mcp pins approve`");
+                    self.raise(
+                        &name,
+                        "new",
+                        Severity::Medium,
+                        format!("MCP tool added since pinned: {name}"),
+                        json!({}),
+                        None,
+                    );
+                }
+            }
+            let findings = poison::scan_tool(&tool);
+            if !findings.is_empty() {
+                let hide = self.policy.poisoning == PoisoningAction::Hide;
+                if hide && !self.blocked.contains_key(&name) {
+                    self.block(&name, "poisoning", "its description holds instructions aimed at the model (tool poisoning); set poisoning = \"flag\" in the policy to keep such tools");
+                }
+                self.raise(
+                    &name,
+                    "poisoning",
+                    Severity::High,
+                    format!("MCP tool description holds instructions aimed at the model: {name}"),
+                    json!({"findings": findings, "hidden": hide}),
+                    None,
+                );
+            }
+            if !self.blocked.contains_key(&name) && self.policy.visible(&name) {
+                self.listed.insert(name);
+                kept.push(tool);
+            }
+        }
+        *tools = kept;
+        self.pins.listed();
+        if let Err(e) = self.pins.save() {
+            eprintln!("cordon: mcp: {e}");
+        }
+    }
+
+    fn block(&mut self, name: &str, rule: &str, why: &str) {
+        self.blocked.insert(
+            name.to_owned(),
+            (
+                format!("the tool {name} is blocked: {why}"),
+                rule.to_owned(),
+            ),
+        );
+    }
+
+    fn raise(
+        &mut self,
+        name: &str,
+        cause: &str,
+        severity: Severity,
+        summary: String,
+        evidence: Value,
+        diff: Option<&str>,
+    ) {
+        if !self.raised.insert(format!("{cause}\0{name}")) {
+            return;
+        }
+        if self.verbose {
+            eprintln!("cordon: mcp: {summary}");
+            if let Some(d) = diff {
+                eprint!("{d}");
+            }
+        }
+        let mut evidence = evidence;
+        if let Value::Object(map) = &mut evidence {
+            map.insert("server".into(), json!(self.server));
+            map.insert("tool".into(), json!(name));
+            map.insert(
+                "pin_file".into(),
+                json!(self.pins.path().display().to_string()),
+            );
+        }
+        self.events.push(
+            Incident {
+                kind: IncidentKind::Mcp,
+                severity,
+                summary,
+                evidence,
+            }
+            .into(),
+        );
+    }
+}
+
+/// A JSON-RPC id as a map key (numbers and strings kept apart).
+fn key(id: &Value) -> String {
+    id.to_string()
+}
+
+fn forward(msg: &Value) -> Routed {
+    Routed {
+        to_upstream: Some(msg.to_string()),
+        to_client: Vec::new(),
+    }
+}
+
+fn error_line(id: &Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// Redact every string in place; the number of secrets found.
+fn redact(value: &mut Value, redactor: &cordon_scan::Redactor) -> u64 {
+    match value {
+        Value::String(s) => {
+            let found = redactor.find(s.as_bytes()).len() as u64;
+            if found > 0 {
+                if let std::borrow::Cow::Owned(r) = redactor.redact(s) {
+                    *s = r;
+                }
+            }
+            found
+        }
+        Value::Array(items) => items.iter_mut().map(|v| redact(v, redactor)).sum(),
+        Value::Object(map) => map.values_mut().map(|v| redact(v, redactor)).sum(),
+        _ => 0,
+    }
+}
