@@ -443,3 +443,108 @@ fn redact(value: &mut Value, redactor: &cordon_scan::Redactor) -> u64 {
         _ => 0,
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn gate(dir: &std::path::Path, allow: &[&str]) -> Gate {
+        let server = vec!["srv".to_owned()];
+        let pins = Pins::open(dir.join("pins.json"), &server, false).unwrap();
+        let allow: Vec<String> = allow.iter().map(|s| (*s).to_owned()).collect();
+        Gate::new(
+            &server,
+            Policy::new(None, &allow, &[]),
+            pins,
+            cordon_scan::Redactor::new(),
+            false,
+        )
+    }
+
+    fn list(g: &mut Gate, tools: Value) -> Vec<String> {
+        let r = g.from_client(br#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#);
+        assert!(r.to_upstream.is_some());
+        let answer = json!({"jsonrpc": "2.0", "id": "l", "result": {"tools": tools}});
+        let out: Value =
+            serde_json::from_str(&g.from_upstream(answer.to_string().as_bytes()).unwrap()).unwrap();
+        out["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_never_listed_is_refused_even_when_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = gate(dir.path(), &["a"]);
+        let r = g.from_client(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#,
+        );
+        assert!(r.to_upstream.is_none());
+        assert!(r.to_client[0].contains("rule: listed"), "{:?}", r.to_client);
+        assert_eq!(list(&mut g, json!([{"name": "a"}, {"name": "b"}])), ["a"]);
+        let r = g.from_client(
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a"}}"#,
+        );
+        assert!(r.to_upstream.is_some());
+    }
+
+    #[test]
+    fn the_server_gets_what_the_gateway_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = gate(dir.path(), &["a"]);
+        list(&mut g, json!([{"name": "a"}, {"name": "b"}]));
+        // Duplicate keys: serde_json keeps the last; the server is handed
+        // that one only, whatever its own parser would have picked.
+        let r = g.from_client(
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"b","name":"a"}}"#,
+        );
+        let sent: Value = serde_json::from_str(r.to_upstream.as_deref().unwrap()).unwrap();
+        assert_eq!(sent["params"]["name"], "a");
+        assert_eq!(r.to_upstream.unwrap().matches("\"name\"").count(), 1);
+        let batch = g.from_client(
+            br#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"b"}}]"#,
+        );
+        assert!(batch.to_upstream.is_none());
+        assert!(batch.to_client[0].contains("no batches"));
+    }
+
+    #[test]
+    fn approving_changes_for_a_run_repins() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = gate(dir.path(), &[]);
+        assert_eq!(
+            list(&mut g, json!([{"name": "a", "description": "one"}])),
+            ["a"]
+        );
+        assert!(list(&mut g, json!([{"name": "a", "description": "two"}])).is_empty());
+        let server = vec!["srv".to_owned()];
+        let pins = Pins::open(dir.path().join("pins.json"), &server, true).unwrap();
+        let mut g = Gate::new(
+            &server,
+            Policy::new(None, &[], &[]),
+            pins,
+            cordon_scan::Redactor::new(),
+            false,
+        );
+        assert_eq!(
+            list(&mut g, json!([{"name": "a", "description": "two"}])),
+            ["a"]
+        );
+        let pins = Pins::open(dir.path().join("pins.json"), &server, false).unwrap();
+        let mut g = Gate::new(
+            &server,
+            Policy::new(None, &[], &[]),
+            pins,
+            cordon_scan::Redactor::new(),
+            false,
+        );
+        assert_eq!(
+            list(&mut g, json!([{"name": "a", "description": "two"}])),
+            ["a"]
+        );
+    }
+}
