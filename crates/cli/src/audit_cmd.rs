@@ -347,6 +347,23 @@ fn summary(r: &Record) -> String {
             }
             s
         }
+        "mcp_call" => {
+            let mut s = format!(
+                "{} {} {}  {}ms {}",
+                str_of(b, "decision").to_uppercase(),
+                str_of(b, "method"),
+                str_of(b, "tool"),
+                u64_of(b, "duration_ms"),
+                bytes(u64_of(b, "result_bytes"))
+            );
+            if let Some(rule) = b.get("rule").and_then(Value::as_str) {
+                s.push_str(&format!("  rule={rule}"));
+            }
+            if u64_of(b, "redacted") > 0 {
+                s.push_str(&format!("  redacted={}", u64_of(b, "redacted")));
+            }
+            s
+        }
         "incident" => format!(
             "{} {}: {}",
             str_of(b, "severity").to_uppercase(),
