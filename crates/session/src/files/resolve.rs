@@ -187,6 +187,10 @@ pub(crate) fn errno(e: Errno, path: &SandboxPath, doing: &str) -> FilesError {
             .with_fix("add ?recursive=true to delete it with everything in it")
         }
         Errno::EXIST => (K::Conflict, format!("{path} exists")),
+        Errno::BUSY => (
+            K::Conflict,
+            format!("{path} is in use (a mount point of the sandbox)"),
+        ),
         Errno::ROFS => (
             K::Forbidden,
             format!("{path} is on a read-only filesystem in the sandbox"),
