@@ -13,7 +13,7 @@ use cordon_policy::TrustLevel;
 #[derive(Debug, Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
+    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --server /run/user/1000/cordon/cordon.sock   # the sandboxes of a running cordon serve\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
 )]
 pub struct McpArgs {
     #[command(subcommand)]
@@ -38,6 +38,9 @@ pub struct ServeMcpArgs {
     /// bearer tokens of `cordon token`, loopback origins only).
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Use the sandboxes of a running `cordon serve` at this unix socket instead of an engine of its own.
+    #[arg(long, value_name = "SOCKET")]
+    server: Option<PathBuf>,
     /// Let --http listen on an address other than loopback.
     #[arg(long, requires = "http")]
     allow_remote: bool,
@@ -99,7 +102,10 @@ fn serve(args: ServeMcpArgs) -> anyhow::Result<u8> {
     };
     let opts = cordon_mcp::Options {
         transport,
-        engine: cordon_session::EngineConfig::default(),
+        engine: match args.server {
+            Some(socket) => cordon_mcp::EngineChoice::Server(socket),
+            None => cordon_mcp::EngineChoice::InProcess(cordon_session::EngineConfig::default()),
+        },
         audit_path,
         limits: cordon_mcp::SandboxLimits {
             idle_timeout: (!args.idle_timeout.is_zero()).then_some(args.idle_timeout),
@@ -114,7 +120,13 @@ fn serve(args: ServeMcpArgs) -> anyhow::Result<u8> {
             max_sandboxes: args.max_sandboxes.max(1),
         },
     };
-    let (spawner, runtime) = crate::serve_cmd::spawner_then_runtime()?;
+    let in_process = matches!(opts.engine, cordon_mcp::EngineChoice::InProcess(_));
+    let (spawner, runtime) = if in_process {
+        let (spawner, runtime) = crate::serve_cmd::spawner_then_runtime()?;
+        (Some(spawner), runtime)
+    } else {
+        (None, crate::serve_cmd::runtime()?)
+    };
     let result = runtime.block_on(cordon_mcp::run(spawner, opts));
     // A read of stdin may still be pending on a blocking thread; it
     // holds nothing of the sandboxes, which are gone by now.

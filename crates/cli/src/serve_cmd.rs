@@ -109,11 +109,15 @@ pub(crate) fn spawner_then_runtime(
     let spawner = cordon_session::Spawner::fork().context(
         "cannot start the sandbox spawner (`cordon doctor` shows what this host can enforce)",
     )?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    Ok((spawner, runtime()?))
+}
+
+/// The tokio runtime of a command that serves.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
-    Ok((spawner, runtime))
+        .context("cannot start the async runtime")
 }
 
 /// The audit store `--audit` / `--no-audit` name (`None`: auditing off).

@@ -21,7 +21,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::sandboxes::Sandboxes;
+use crate::backend::Backend;
 use crate::tools::CordonTools;
 use crate::McpError;
 
@@ -156,7 +156,7 @@ pub async fn bind(opts: &HttpOptions) -> Result<tokio::net::TcpListener, McpErro
 /// Serve MCP on `listener` until `stop` is cancelled.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    sandboxes: Sandboxes,
+    backend: Backend,
     opts: &HttpOptions,
     stop: CancellationToken,
 ) -> Result<(), McpError> {
@@ -172,7 +172,7 @@ pub async fn serve(
         config = config.disable_allowed_hosts();
     }
     let service = StreamableHttpService::new(
-        move || Ok(CordonTools::new(sandboxes.clone(), None)),
+        move || Ok(CordonTools::new(backend.clone(), None)),
         Arc::new(NeverSessionManager::default()),
         config,
     );

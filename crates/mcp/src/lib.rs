@@ -15,9 +15,11 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod backend;
 pub mod error;
 pub mod http;
 pub mod output;
+pub mod remote;
 pub mod sandboxes;
 pub mod tools;
 
@@ -29,6 +31,7 @@ use cordon_session::{Engine, EngineConfig, Spawner};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
+pub use backend::Backend;
 pub use error::ToolError;
 pub use http::HttpOptions;
 pub use sandboxes::{SandboxLimits, Sandboxes};
@@ -56,10 +59,19 @@ pub enum Transport {
     Http(HttpOptions),
 }
 
+/// Where the sandboxes live.
+#[derive(Debug, Clone)]
+pub enum EngineChoice {
+    /// This process's own engine (its spawner forked before the runtime).
+    InProcess(EngineConfig),
+    /// A running `cordon serve`, over its unix socket.
+    Server(PathBuf),
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     pub transport: Transport,
-    pub engine: EngineConfig,
+    pub engine: EngineChoice,
     /// The audit store; `None`: auditing off.
     pub audit_path: Option<PathBuf>,
     pub limits: SandboxLimits,
@@ -69,10 +81,28 @@ pub struct Options {
 
 /// Serve until the client goes away (stdio: end of input) or SIGTERM /
 /// SIGINT; then every sandbox is torn down. Returns how many were.
-pub async fn run(spawner: Spawner, opts: Options) -> Result<usize, McpError> {
-    let engine = Engine::new(spawner, opts.engine.clone())?;
-    let audit = cordon_server::open_audit(opts.audit_path.as_deref())?;
-    let sandboxes = Sandboxes::new(engine, audit, opts.limits.clone());
+/// `spawner`: forked before the runtime, for the in-process engine.
+pub async fn run(spawner: Option<Spawner>, opts: Options) -> Result<usize, McpError> {
+    let backend = match (&opts.engine, spawner) {
+        (EngineChoice::InProcess(config), Some(spawner)) => {
+            let engine = Engine::new(spawner, config.clone())?;
+            let audit = cordon_server::open_audit(opts.audit_path.as_deref())?;
+            Backend::Local(Sandboxes::new(engine, audit, opts.limits.clone()))
+        }
+        (EngineChoice::Server(socket), _) => {
+            let remote = remote::Remote::new(socket.clone(), opts.limits.idle_timeout);
+            remote
+                .check()
+                .await
+                .map_err(|e| McpError::Setup(e.to_string()))?;
+            Backend::Remote(remote)
+        }
+        (EngineChoice::InProcess(_), None) => {
+            return Err(McpError::Setup(
+                "the in-process engine needs the spawner forked before the runtime".into(),
+            ))
+        }
+    };
     let stop = CancellationToken::new();
     let signals = {
         let stop = stop.clone();
@@ -84,7 +114,7 @@ pub async fn run(spawner: Spawner, opts: Options) -> Result<usize, McpError> {
     let served = match &opts.transport {
         Transport::Stdio => {
             let local = Caller::token(LOCAL_CALLER.into(), opts.ceiling.clone());
-            serve_stdio(sandboxes.clone(), local, stop.clone()).await
+            serve_stdio(backend.clone(), local, stop.clone()).await
         }
         Transport::Http(http) => {
             let listener = http::bind(http).await?;
@@ -96,20 +126,20 @@ pub async fn run(spawner: Spawner, opts: Options) -> Result<usize, McpError> {
                 "{}",
                 serde_json::json!({"listen": addr.to_string(), "url": format!("http://{addr}/mcp"), "pid": std::process::id()})
             );
-            http::serve(listener, sandboxes.clone(), http, stop.clone()).await
+            http::serve(listener, backend.clone(), http, stop.clone()).await
         }
     };
     signals.abort();
-    let ended = sandboxes.shutdown().await;
+    let ended = backend.shutdown().await;
     served.map(|()| ended)
 }
 
 async fn serve_stdio(
-    sandboxes: Sandboxes,
+    backend: Backend,
     local: Caller,
     stop: CancellationToken,
 ) -> Result<(), McpError> {
-    let tools = CordonTools::new(sandboxes, Some(local));
+    let tools = CordonTools::new(backend, Some(local));
     let running = tokio::select! {
         r = tools.serve(rmcp::transport::stdio()) => r,
         _ = stop.cancelled() => return Ok(()),

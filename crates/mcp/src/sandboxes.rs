@@ -16,11 +16,25 @@ use cordon_server::{AuditLog, Caller};
 use cordon_session::files::{
     as_sandbox_user, Listing, Node, PendingWrite, Quota, SandboxPath, SandboxRoot,
 };
-use cordon_session::{CodeContext, CreateSession, EndCause, Engine, Language, Session};
+use cordon_session::{
+    CellResult, CodeContext, CreateSession, EndCause, Engine, EventKind, ExecRequest, Language,
+    Session, StreamName,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{ExecOutput, ExecSpec};
+use crate::output::KEPT_BYTES;
 use serde_json::json;
 use tokio::sync::oneshot;
 
 use crate::error::ToolError;
+
+/// Numbers the files that hold an exec's whole output.
+static NEXT_OUTPUT: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_output() -> u64 {
+    NEXT_OUTPUT.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Bounds of what tools may do to one sandbox.
 #[derive(Debug, Clone)]
@@ -87,8 +101,6 @@ struct Inner {
     table: Mutex<HashMap<String, Entry>>,
     /// (sandbox, language) -> interpreter.
     contexts: tokio::sync::Mutex<HashMap<(String, &'static str), Arc<CodeContext>>>,
-    /// Numbers the files that hold an exec's whole output.
-    next_output: AtomicU64,
 }
 
 impl Sandboxes {
@@ -100,7 +112,6 @@ impl Sandboxes {
                 limits,
                 table: Mutex::new(HashMap::new()),
                 contexts: tokio::sync::Mutex::new(HashMap::new()),
-                next_output: AtomicU64::new(1),
             }),
         };
         let reaper = sandboxes.clone();
@@ -332,17 +343,67 @@ impl Sandboxes {
         Ok(written)
     }
 
-    /// Keep an exec's whole output in the sandbox; the file's path.
-    pub async fn keep_output(
+    /// Run a command and wait for it (`cancel`: kill its tree).
+    pub async fn exec(
         &self,
-        session: &Session,
-        stream: &str,
-        data: Vec<u8>,
-    ) -> Result<String, ToolError> {
-        let n = self.inner.next_output.fetch_add(1, Ordering::Relaxed);
-        let path = format!("/tmp/cordon-mcp/output-{n}.{stream}");
-        self.write_into(session, &path, data).await?;
-        Ok(path)
+        caller: &Caller,
+        id: &str,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutput, ToolError> {
+        let session = self.session(caller, id)?;
+        let req = ExecRequest {
+            argv: spec.argv,
+            env: spec.env,
+            cwd: spec.cwd.map(Into::into),
+            stdin: spec.stdin,
+            keep_stdin_open: false,
+            timeout: Some(spec.timeout),
+            output_limit: Some(KEPT_BYTES),
+        };
+        let process = session.exec(req).await?;
+        let exit = tokio::select! {
+            exit = process.wait() => exit,
+            _ = cancel.cancelled() => {
+                process.kill().await;
+                process.wait().await
+            }
+        };
+        let mut out = ExecOutput {
+            exit_code: exit.exit_code,
+            timed_out: exit.timed_out,
+            stdout_dropped: exit.usage.stdout_dropped,
+            stderr_dropped: exit.usage.stderr_dropped,
+            message: exit.message,
+            ..ExecOutput::default()
+        };
+        for e in process.events_now(0).0 {
+            if let EventKind::Output { stream, data } = e.kind {
+                match stream {
+                    StreamName::Stdout => out.stdout.extend_from_slice(&data),
+                    StreamName::Stderr => out.stderr.extend_from_slice(&data),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One cell in the sandbox's interpreter for `language`. The cell runs
+    /// to its end even if the call is cancelled, so the interpreter stays
+    /// in step with its cells.
+    pub async fn run_code(
+        &self,
+        caller: &Caller,
+        id: &str,
+        language: Language,
+        code: String,
+        timeout: Duration,
+    ) -> Result<CellResult, ToolError> {
+        let context = self.context(caller, id, language).await?;
+        tokio::spawn(async move { context.run(&code, timeout).await })
+            .await
+            .map_err(|e| ToolError::new(format!("the cell's task failed: {e}")))?
+            .map_err(ToolError::from)
     }
 
     /// Up to `max` bytes of the file at `path` from `offset`, and its size.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use cordon_server::Caller;
-use cordon_session::{ExecRequest, Language, StreamName};
+use cordon_session::Language;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
@@ -20,9 +20,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::backend::{Backend, ExecSpec};
 use crate::error::ToolError;
-use crate::output::{self, KEPT_BYTES, SHOWN_BYTES};
-use crate::sandboxes::{CreateRequest, Sandboxes};
+use crate::output::{self, SHOWN_BYTES};
+use crate::sandboxes::CreateRequest;
 
 /// Default and longest timeout of one exec or code cell.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -180,7 +181,7 @@ pub struct DestroyArgs {
 /// The MCP server: the tools over the sandboxes.
 #[derive(Debug, Clone)]
 pub struct CordonTools {
-    sandboxes: Sandboxes,
+    backend: Backend,
     /// The caller when the transport names none (stdio: the user who
     /// started `cordon mcp`, within the ceiling of its flags).
     local: Option<Caller>,
@@ -222,8 +223,8 @@ fn timeout_of(arg: &Option<DurationArg>) -> Result<Duration, ToolError> {
 
 #[tool_router]
 impl CordonTools {
-    pub fn new(sandboxes: Sandboxes, local: Option<Caller>) -> CordonTools {
-        CordonTools { sandboxes, local }
+    pub fn new(backend: Backend, local: Option<Caller>) -> CordonTools {
+        CordonTools { backend, local }
     }
 
     /// Who is calling: the HTTP request's token, else the local caller.
@@ -386,7 +387,7 @@ impl CordonTools {
             allow_net: args.allow_net,
             ttl: args.ttl.as_ref().map(DurationArg::to_json),
         };
-        let created = self.sandboxes.create(&caller, req).await?;
+        let created = self.backend.create(&caller, req).await?;
         serde_json::to_value(created).map_err(|e| ToolError::new(e.to_string()))
     }
 
@@ -396,7 +397,6 @@ impl CordonTools {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Value, ToolError> {
         let caller = self.caller(ctx)?;
-        let session = self.sandboxes.session(&caller, &args.sandbox_id)?;
         let argv = match (args.argv, args.script) {
             (Some(argv), None) if !argv.is_empty() => argv,
             (None, Some(script)) => vec!["sh".into(), "-c".into(), script],
@@ -407,35 +407,19 @@ impl CordonTools {
                 .with_fix(r#"e.g. {"argv": ["ls", "-l"]} or {"script": "ls -l | head"}"#))
             }
         };
-        let req = ExecRequest {
+        let spec = ExecSpec {
             argv: argv.clone(),
             env: args.env.into_iter().collect(),
-            cwd: args.cwd.map(Into::into),
+            cwd: args.cwd,
             stdin: args.stdin.map(String::into_bytes),
-            keep_stdin_open: false,
-            timeout: Some(timeout_of(&args.timeout)?),
-            output_limit: Some(KEPT_BYTES),
+            timeout: timeout_of(&args.timeout)?,
         };
-        let process = session.exec(req).await?;
         // A cancelled call kills the command's whole tree.
-        let exit = tokio::select! {
-            exit = process.wait() => exit,
-            _ = ctx.ct.cancelled() => {
-                process.kill().await;
-                process.wait().await
-            }
-        };
-        let (events, _) = process.events_now(0);
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        for e in events {
-            if let cordon_session::EventKind::Output { stream, data } = e.kind {
-                match stream {
-                    StreamName::Stdout => out.extend_from_slice(&data),
-                    StreamName::Stderr => err.extend_from_slice(&data),
-                }
-            }
-        }
-        self.sandboxes.record(
+        let exit = self
+            .backend
+            .exec(&caller, &args.sandbox_id, spec, ctx.ct.clone())
+            .await?;
+        self.backend.record(
             &caller,
             "exec",
             &args.sandbox_id,
@@ -447,13 +431,17 @@ impl CordonTools {
         });
         let mut notes = Vec::new();
         for (name, data, dropped) in [
-            ("stdout", out, exit.usage.stdout_dropped),
-            ("stderr", err, exit.usage.stderr_dropped),
+            ("stdout", exit.stdout, exit.stdout_dropped),
+            ("stderr", exit.stderr, exit.stderr_dropped),
         ] {
             let shown = output::cut(&data, SHOWN_BYTES);
             if shown.cut_bytes > 0 || dropped > 0 {
                 let total = data.len() as u64 + dropped;
-                let kept = self.sandboxes.keep_output(&session, name, data).await.ok();
+                let kept = self
+                    .backend
+                    .keep_output(&caller, &args.sandbox_id, name, data)
+                    .await
+                    .ok();
                 notes.push(output::note(name, total, dropped, kept.as_deref()));
             }
             result[name] = json!(shown.text);
@@ -475,17 +463,11 @@ impl CordonTools {
         let caller = self.caller(ctx)?;
         let language = Language::from_str(&args.language)?;
         let timeout = timeout_of(&args.timeout)?;
-        let context = self
-            .sandboxes
-            .context(&caller, &args.sandbox_id, language)
+        let result = self
+            .backend
+            .run_code(&caller, &args.sandbox_id, language, args.code, timeout)
             .await?;
-        // The cell runs to its end even if the call is cancelled, so the
-        // interpreter stays in step with its cells.
-        let code = args.code.clone();
-        let result = tokio::spawn(async move { context.run(&code, timeout).await })
-            .await
-            .map_err(|e| ToolError::new(format!("the cell's task failed: {e}")))??;
-        self.sandboxes.record(
+        self.backend.record(
             &caller,
             "context_run",
             &args.sandbox_id,
@@ -525,10 +507,10 @@ impl CordonTools {
             }
         };
         let written = self
-            .sandboxes
+            .backend
             .write_file(&caller, &args.sandbox_id, &args.path, data)
             .await?;
-        self.sandboxes.record(
+        self.backend.record(
             &caller,
             "file_write",
             &args.sandbox_id,
@@ -546,7 +528,7 @@ impl CordonTools {
         let offset = args.offset.unwrap_or(0);
         let max = args.max_bytes.unwrap_or(DEFAULT_READ).clamp(1, MAX_READ);
         let (data, size) = self
-            .sandboxes
+            .backend
             .read_file(&caller, &args.sandbox_id, &args.path, offset, max)
             .await?;
         let end = offset.saturating_add(data.len() as u64);
@@ -581,7 +563,7 @@ impl CordonTools {
         let caller = self.caller(ctx)?;
         let path = args.path.unwrap_or_else(|| "/tmp".into());
         let listing = self
-            .sandboxes
+            .backend
             .list_files(&caller, &args.sandbox_id, &path)
             .await?;
         Ok(json!({"path": path, "entries": listing.entries, "truncated": listing.truncated}))
@@ -593,7 +575,7 @@ impl CordonTools {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Value, ToolError> {
         let caller = self.caller(ctx)?;
-        let clean = self.sandboxes.destroy(&caller, &args.sandbox_id).await?;
+        let clean = self.backend.destroy(&caller, &args.sandbox_id).await?;
         if !clean {
             return Err(ToolError::new(format!(
                 "sandbox {} was torn down but a control group of it is left (the spawner retries when it exits)",

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from mcpclient import MCP_VERSION, HttpServer, check_host
+from mcpclient import MCP_VERSION, HttpServer, ServeServer, check_host
 
 
 def pytest_report_header(config: object) -> str:
@@ -38,6 +38,18 @@ def http_server() -> Iterator[HttpServer]:
                 "bob": ["--preset", "low", "--max-sandboxes", "2"],
             },
         )
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def serve_server() -> Iterator[ServeServer]:
+    """A running `cordon serve` for `cordon mcp --server SOCKET`."""
+    binary = check_host()
+    with tempfile.TemporaryDirectory(prefix="cordon-mcp-serve-") as tmp:
+        server = ServeServer(binary, Path(tmp))
         try:
             yield server
         finally:

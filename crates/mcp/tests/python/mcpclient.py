@@ -169,3 +169,28 @@ class HttpServer:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+class ServeServer:
+    """`cordon serve` on a socket in its own state directory, for
+    `cordon mcp --server SOCKET`."""
+
+    def __init__(self, binary: Path, state: Path) -> None:
+        self.socket = str(state / "cordon.sock")
+        env = dict(os.environ, CORDON_STATE_DIR=str(state), XDG_STATE_HOME=str(state))
+        self.log = state / "serve.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(binary), "serve", "--socket", self.socket, "--audit", str(state / "serve-audit.db")],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while '"socket"' not in self.log.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"cordon serve did not start:\n{self.log.read_text()}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)

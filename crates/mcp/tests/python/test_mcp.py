@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List
 import anyio
 import pytest
 
-from mcpclient import MCP_MAJOR, HttpServer, over_http, over_stdio, stdio_params
+from mcpclient import MCP_MAJOR, HttpServer, ServeServer, over_http, over_stdio, stdio_params
 
 TOOLS = {
     "sandbox_create",
@@ -28,10 +28,15 @@ TOOLS = {
 }
 
 
-@pytest.fixture(params=["stdio", "http"])
+@pytest.fixture(params=["stdio", "http", "stdio-server"])
 def connect(request: pytest.FixtureRequest, binary: Path, state: Path) -> Callable[[], Any]:
+    """stdio and HTTP with the engine in process; stdio with the
+    sandboxes of a running `cordon serve` (--server SOCKET)."""
     if request.param == "stdio":
         return lambda: over_stdio(binary, state)
+    if request.param == "stdio-server":
+        serve: ServeServer = request.getfixturevalue("serve_server")
+        return lambda: over_stdio(binary, state, "--server", serve.socket)
     server: HttpServer = request.getfixturevalue("http_server")
     return lambda: over_http(server.url, server.tokens["alice"])
 
@@ -197,12 +202,17 @@ def _processes_with(marker: str) -> List[str]:
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
-def test_client_gone_leaves_nothing_running(binary: Path, state: Path) -> None:
-    """stdin EOF: every sandbox, its interpreter and what it started die."""
+@pytest.mark.parametrize("engine", ["in-process", "server"])
+def test_client_gone_leaves_nothing_running(
+    binary: Path, state: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """stdin EOF: every sandbox, its interpreter and what it started die
+    (with --server: deleted on the server)."""
     marker = f"cordon-mcp-marker-{uuid.uuid4().hex[:12]}"
+    args = ["--server", request.getfixturevalue("serve_server").socket] if engine == "server" else []
 
     async def main() -> None:
-        async with over_stdio(binary, state) as t:
+        async with over_stdio(binary, state, *args) as t:
             for _ in range(2):
                 sb = (await t.ok("sandbox_create"))["sandbox_id"]
                 code = f"import subprocess\np = subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}'])"
