@@ -50,6 +50,9 @@ pub struct ServeArgs {
     /// Close a connection idle this long.
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
     idle_timeout: Duration,
+    /// A streamed reply sends a keepalive line at least this often (at most 15s).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_keepalive)]
+    keepalive: Duration,
     /// Most connections open at once (the next: 429).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_connections: usize,
@@ -68,6 +71,16 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     cordon_policy::parse_duration(s)
         .map(|d| d.as_duration())
         .map_err(|e| e.to_string())
+}
+
+fn parse_keepalive(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() || d > Duration::from_secs(15) {
+        return Err(format!(
+            "'{s}': a keepalive interval is more than 0 and at most 15s"
+        ));
+    }
+    Ok(d)
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
@@ -152,6 +165,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         limits: cordon_server::Limits {
             header_read_timeout: args.header_timeout,
             idle_timeout: args.idle_timeout,
+            keepalive: args.keepalive,
             max_connections: args.max_connections.max(1),
             max_requests: args.max_requests.max(1),
             max_file_bytes: args.max_file_size,

@@ -694,7 +694,10 @@ fn warm_pool_serves_creates_with_their_own_paths() {
         Some(&json!("unused")),
     );
     assert!(r.status < 300, "{} {}", r.status, r.body);
-    let script = format!("print(6*7); open('{}/out', 'w').write('from the sandbox')", rw.display());
+    let script = format!(
+        "print(6*7); open('{}/out', 'w').write('from the sandbox')",
+        rw.display()
+    );
     let r = s.unix(
         "POST",
         &format!("/v1/sandboxes/{sb}/exec"),
@@ -759,14 +762,18 @@ fn after_sigkill_nothing_is_left_and_the_next_start_records_the_lost_sandboxes()
         Some(&json!({"argv": ["sh", "-c", format!("setsid sleep 1000 & sleep 1000; : {marker}")], "background": true})),
     );
     assert_eq!(r.status, 202, "{}", r.body);
-    wait_until("the commands run", 20, || !processes_with(&marker).is_empty());
+    wait_until("the commands run", 20, || {
+        !processes_with(&marker).is_empty()
+    });
     let helpers = children_of(s.pid());
     let mut child = s.child.take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    wait_until("every process of the sandbox dies with the server", 20, || {
-        processes_with(&marker).is_empty()
-    });
+    wait_until(
+        "every process of the sandbox dies with the server",
+        20,
+        || processes_with(&marker).is_empty(),
+    );
     wait_until("the sandbox's cgroups are swept", 20, || {
         helpers
             .iter()
@@ -778,4 +785,77 @@ fn after_sigkill_nothing_is_left_and_the_next_start_records_the_lost_sandboxes()
     s.child = Some(child);
     assert_eq!(s.unix("GET", "/v1/health", None).status, 200);
     s.audit_has(&["\"lost\"", &format!("\"sandbox\":\"{sb}\"")]);
+}
+
+#[test]
+fn a_quiet_stream_carries_keepalives() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&["--keepalive", "300ms"]);
+    let sb = s.create(json!({}));
+    let stream = UnixStream::connect(&s.socket).unwrap();
+    let body = json!({"argv": ["sleep", "1.5"]});
+    let r = exchange(
+        stream,
+        "POST",
+        &format!("/v1/sandboxes/{sb}/exec"),
+        None,
+        Some(&body),
+        Some("application/x-ndjson"),
+    );
+    let lines = r.lines();
+    let keepalives = lines.iter().filter(|l| l["event"] == "keepalive").count();
+    assert!(
+        keepalives >= 2,
+        "keepalives while nothing happens: {lines:?}"
+    );
+    assert_eq!(lines.last().unwrap()["event"], "exited");
+}
+
+#[test]
+fn cp_copies_into_and_out_of_a_sandbox() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let (_, out, _) = s.cli(&["create"]);
+    let sb = out.trim().to_owned();
+    let local = s.dir.path().join("data.csv");
+    std::fs::write(&local, "a,b\n1,2\n").unwrap();
+    let (code, _, err) = s.cli(&[
+        "cp",
+        local.to_str().unwrap(),
+        &format!("{sb}:/workspace/data.csv"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = s.cli(&[
+        "exec",
+        &sb,
+        "--",
+        "sh",
+        "-c",
+        "cat /workspace/data.csv; echo x,y >> /workspace/data.csv",
+    ]);
+    assert_eq!((code, out.as_str()), (0, "a,b\n1,2\n"), "{err}");
+    let back = s.dir.path().join("back.csv");
+    let (code, _, err) = s.cli(&[
+        "cp",
+        &format!("{sb}:/workspace/data.csv"),
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "a,b\n1,2\nx,y\n");
+    let (code, _, err) = s.cli(&[
+        "cp",
+        &format!("{sb}:/workspace/missing"),
+        back.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("404"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        "a,b\n1,2\nx,y\n",
+        "a failed copy leaves the local file alone"
+    );
 }
