@@ -242,7 +242,7 @@ impl Staging {
 
     /// The sandbox could not be built: nothing was staged.
     pub fn abandon(self) {
-        remove_soon(&self.stage);
+        remove_soon(&self.stage, false);
     }
 
     /// The run ended: capture its change set and keep it (or discard it
@@ -264,7 +264,7 @@ impl Staging {
         };
         let size = self.stage.upper_bytes();
         if size > self.size_cap {
-            remove_soon(&self.stage);
+            remove_soon(&self.stage, false);
             report.discarded = Some(format!(
                 "the staged changes hold {size} bytes, over the cap of {} bytes",
                 self.size_cap
@@ -276,9 +276,10 @@ impl Staging {
         if set.entries.is_empty() {
             // Nothing to keep: no change set written, the stage goes now.
             report.hash = set.hash;
-            remove_soon(&self.stage);
+            remove_soon(&self.stage, false);
             return Ok(report);
         }
+        self.stage.keep()?;
         self.stage.save_changes(&set)?;
         report.changes = set.entries.len();
         report.hash = set.hash.clone();
@@ -289,7 +290,7 @@ impl Staging {
         report.changes -= report.auto_promoted;
         if report.changes == 0 {
             // Nothing left to review: the stage goes now.
-            remove_soon(&self.stage);
+            remove_soon(&self.stage, false);
         }
         Ok(report)
     }
@@ -513,7 +514,7 @@ pub fn discard(args: DiscardArgs) -> anyhow::Result<u8> {
     let stage = store
         .open(&args.run_id)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    remove_soon(&stage);
+    remove_soon(&stage, true);
     eprintln!(
         "cordon: discarded the staged changes of {} ({})",
         args.run_id,
@@ -717,13 +718,24 @@ pub fn promote(args: PromoteArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Set-aside stages that make a staged run start the reaper (promote and
+/// discard always start it): one empty stage is a few directories, and
+/// starting a process is a cost on every run's path.
+const REAP_BACKLOG: usize = 8;
+
 /// Take a stage out of the store now (one rename) and delete it in the
 /// background: removing the overlay's directories frees disk blocks, which
 /// on a busy disk (or one mounted with `discard`) takes milliseconds each.
-/// Deleted here when it cannot be set aside.
-fn remove_soon(stage: &Stage) {
+/// `eager`: start the reaper now, else once [`REAP_BACKLOG`] wait. Deleted
+/// here when it cannot be set aside.
+fn remove_soon(stage: &Stage, eager: bool) {
     match stage.remove_later(true) {
-        Ok(true) => reap_in_background(),
+        Ok(true) => {
+            let backlog = || store().map_or(0, |s| s.reap_backlog());
+            if eager || backlog() >= REAP_BACKLOG {
+                reap_in_background();
+            }
+        }
         Ok(false) => {}
         Err(_) => {
             let _ = stage.remove();

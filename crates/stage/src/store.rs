@@ -84,8 +84,8 @@ impl Store {
     }
 
     /// A new stage for `run_id` over `target` in `mode` ([`MODE_OVERLAY`]
-    /// or [`MODE_COPY`]): private directories, meta written, start time
-    /// taken now.
+    /// or [`MODE_COPY`]): private directories, start time taken now. It is
+    /// listed once [`Stage::keep`] wrote its meta.
     pub fn create(
         &self,
         run_id: &str,
@@ -119,9 +119,9 @@ impl Store {
             command,
             policy,
         };
-        let stage = Stage { dir, meta };
-        write_json(&stage.dir.join("meta.json"), &stage.meta)?;
-        Ok(stage)
+        // meta.json is written when the stage is kept (Stage::keep): a run
+        // that changes nothing writes no file.
+        Ok(Stage { dir, meta })
     }
 
     /// Create the store's directory (private) if it is not there.
@@ -196,7 +196,32 @@ impl Store {
                 removed.push(stage.meta.run_id);
             }
         }
+        // A stage whose run never ended (cordon was killed) has no meta.
+        let entries = std::fs::read_dir(&self.root).map_err(|e| StageError::io(&self.root, e))?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > max_age);
+            if valid_id(&name) && old && !e.path().join("meta.json").exists() {
+                remove_tree(&e.path()).map_err(|err| StageError::io(e.path(), err))?;
+                removed.push(name);
+            }
+        }
         Ok(removed)
+    }
+
+    /// How many set-aside stages and graveyards wait for [`Store::reap`].
+    pub fn reap_backlog(&self) -> usize {
+        std::fs::read_dir(&self.root).map_or(0, |entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(REAPED))
+                .count()
+        })
     }
 }
 
@@ -220,6 +245,11 @@ impl Stage {
 
     fn promoted_path(&self) -> PathBuf {
         self.dir.join("promoted.json")
+    }
+
+    /// Write the stage's meta: from now on it is listed, opened and pruned.
+    pub fn keep(&self) -> Result<()> {
+        write_json(&self.dir.join("meta.json"), &self.meta)
     }
 
     /// Keep the change set captured when the run ended.

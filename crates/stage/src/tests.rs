@@ -440,3 +440,49 @@ fn moved_files_lose_xattrs_and_go_back_on_failure() {
     );
     assert!(!t.upper("a.txt").exists(), "moved, not copied");
 }
+
+/// A stage is listed once kept; one whose run never ended (no meta) is
+/// pruned when it is older than the age limit, a young one is left alone.
+#[test]
+fn unkept_stages_are_pruned_by_age() {
+    let target = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path().join("stage"));
+    let make = |id: &str| {
+        store
+            .create(
+                id,
+                target.path(),
+                crate::MODE_OVERLAY,
+                vec![],
+                Policy::default(),
+            )
+            .unwrap()
+    };
+    let old = make("0old");
+    let young = make("0young");
+    let kept = make("0kept");
+    kept.keep().unwrap();
+    assert_eq!(
+        store.list().unwrap().len(),
+        1,
+        "only the kept stage is listed"
+    );
+    let day_ago = rustix::fs::Timespec {
+        tv_sec: rustix::time::clock_gettime(rustix::time::ClockId::Realtime).tv_sec - 86_400,
+        tv_nsec: 0,
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        &old.dir,
+        &rustix::fs::Timestamps {
+            last_access: day_ago,
+            last_modification: day_ago,
+        },
+        rustix::fs::AtFlags::empty(),
+    )
+    .unwrap();
+    let removed = store.prune(std::time::Duration::from_secs(3600)).unwrap();
+    assert_eq!(removed, ["0old"]);
+    assert!(!old.dir.exists() && young.dir.exists() && kept.dir.exists());
+}

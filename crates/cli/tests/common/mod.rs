@@ -640,7 +640,8 @@ pub fn start_serve(dir: &Path, flags: &[&str]) -> (std::process::Child, serde_js
     std::io::BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("read the server's first line");
-    let ready = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("the server's first line is not its JSON address ({e}): {line:?}"));
+    let ready = serde_json::from_str(&line).unwrap_or_else(|e| {
+        panic!("the server's first line is not its JSON address ({e}): {line:?}")
+    });
     (child, ready)
 }
