@@ -731,8 +731,10 @@ const REAP_BACKLOG: usize = 8;
 fn remove_soon(stage: &Stage, eager: bool) {
     match stage.remove_later(true) {
         Ok(true) => {
+            // Each multiple of the backlog starts one (not every run while
+            // a reaper is still at work).
             let backlog = || store().map_or(0, |s| s.reap_backlog());
-            if eager || backlog() >= REAP_BACKLOG {
+            if eager || backlog() % REAP_BACKLOG == 0 {
                 reap_in_background();
             }
         }

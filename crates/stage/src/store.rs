@@ -172,8 +172,15 @@ impl Store {
         Ok(out)
     }
 
-    /// Delete what [`Stage::remove_later`] set aside (by any process).
+    /// Delete what [`Stage::remove_later`] set aside (by any process);
+    /// nothing when another process is at it already.
     pub fn reap(&self) {
+        let Ok(lock) = std::fs::File::create(self.root.join(".reap.lock")) else {
+            return;
+        };
+        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return;
         };
