@@ -39,7 +39,9 @@ profile's deadline or output cap unless --timeout / --output are given. Tools: w
 calls are refused with a tool error naming the rule. The first tools/list is pinned; a tool that \
 changes later is blocked until `cordon mcp pins approve`. Descriptions with instructions aimed \
 at the model are hidden (policy: poisoning = \"flag\" keeps them). Results are redacted \
-(secrets, canaries). Every call is in the audit store (`cordon audit`).\n\n\
+(secrets, canaries). Every call is in the audit store (`cordon audit`). Node servers reserve \
+gigabytes of address space: give --memory 2GiB where memory is limited by address space \
+(rootless without a delegated cgroup; see `cordon doctor`).\n\n\
 Examples:\n  cordon mcp wrap --ro /srv/docs --allow-tool read_text_file --allow-tool list_directory \\\n      \
 -- npx -y @modelcontextprotocol/server-filesystem /srv/docs\n  \
 cordon mcp wrap --policy tools.toml --allow-net api.example.com \\\n      \

@@ -20,6 +20,11 @@ use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Node reserves gigabytes of address space at start: where cordon falls
+/// back to RLIMIT_AS for memory (an unprivileged caller without a
+/// delegated cgroup), the default 512 MiB kills it before it starts.
+const NODE_MEMORY: &str = "2GiB";
+
 /// A JSON-RPC client of `cordon mcp wrap ARGS`.
 struct Client {
     child: Child,
@@ -94,10 +99,17 @@ impl Client {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let msg = self
-                .rx
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no answer to {method} within {TIMEOUT:?}"));
+            let msg = match self.rx.recv_timeout(left) {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = self.child.kill();
+                    let stderr = self
+                        .stderr
+                        .recv_timeout(Duration::from_secs(5))
+                        .unwrap_or_default();
+                    panic!("no answer to {method} ({e:?}); cordon's stderr:\n{stderr}");
+                }
+            };
             if msg.get("id") == Some(&json!(id)) && msg.get("method").is_none() {
                 return msg;
             }
@@ -283,7 +295,7 @@ fn filesystem_server_allowed_denied_and_out_of_reach() {
         a.push(db.display().to_string());
         a.extend(s(&["--pins"]));
         a.push(base.join("pins.json").display().to_string());
-        a.extend(s(&["--ro"]));
+        a.extend(s(&["--memory", NODE_MEMORY, "--ro"]));
         a.push(modules.display().to_string());
         a.extend(s(&["--ro"]));
         a.push(bind.display().to_string());
@@ -413,7 +425,7 @@ decision = "ask"
     args.push(base.join("pins.json").display().to_string());
     args.extend(s(&["--policy"]));
     args.push(policy.display().to_string());
-    args.extend(s(&["--ro"]));
+    args.extend(s(&["--memory", NODE_MEMORY, "--ro"]));
     args.push(modules.display().to_string());
     args.extend(s(&["--", "node"]));
     args.push(server.display().to_string());
