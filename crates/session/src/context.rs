@@ -29,8 +29,11 @@ use crate::error::{Result, SessionError};
 use crate::process::{EventKind, ExecRequest, ExitInfo, StreamName};
 use frame::{Piece, Splitter};
 
-/// The Python side of the protocol.
+/// The Python side of the protocol, sent on stdin first.
 const PYTHON_DRIVER: &str = include_str!("context/driver.py");
+/// The command line's program: reads the driver from stdin and runs it
+/// (the process list shows this, not the whole driver).
+const PYTHON_BOOT: &str = include_str!("context/boot.py");
 
 /// How long an interpreter may take to start and say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -332,9 +335,9 @@ impl Interpreter {
                     "python3".into(),
                     "-u".into(),
                     "-c".into(),
-                    PYTHON_DRIVER.into(),
+                    PYTHON_BOOT.into(),
                 ],
-                stdin: Some(format!("{boundary}\n").into_bytes()),
+                stdin: Some(boot_input(&boundary)),
                 keep_stdin_open: true,
                 // Long-lived: the output is read cell by cell and bounded per cell.
                 output_limit: None,
@@ -441,6 +444,12 @@ impl Interpreter {
             end,
         }
     }
+}
+
+/// What an interpreter reads first: the driver (framed for `boot.py`),
+/// then the boundary line the driver reads.
+fn boot_input(boundary: &str) -> Vec<u8> {
+    format!("{}\n{PYTHON_DRIVER}{boundary}\n", PYTHON_DRIVER.len()).into_bytes()
 }
 
 /// 128 random bits, hex: the frame boundary of one interpreter.

@@ -2,7 +2,8 @@
 # stdin and answers each with one framed JSON result on stdout.
 #
 # Protocol (crates/session/src/context.rs is the other side):
-#   stdin, first line: a random hex boundary, unique to this interpreter.
+#   stdin, first: this driver itself, read and run by boot.py.
+#   stdin, then one line: a random hex boundary, unique to this interpreter.
 #   stdin, then: one JSON object per line, {"code": "..."}.
 #   stdout and stderr carry the cell's own output as it is written (print,
 #   os.write(1, ...), subprocesses: all of it, in order). When a cell is
@@ -66,7 +67,7 @@ def _cordon_driver():
         write_all(out_fd, mark + str(len(payload)).encode() + b"\n" + payload)
 
     def user_traceback(tb):
-        # Drop the driver's own frames (its code is "<string>" under -c).
+        # Drop the driver's own frames ("<cordon-driver>", boot.py's "<string>").
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
             tb = tb.tb_next
         return tb
