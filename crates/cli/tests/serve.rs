@@ -859,3 +859,53 @@ fn cp_copies_into_and_out_of_a_sandbox() {
         "a failed copy leaves the local file alone"
     );
 }
+
+#[test]
+fn a_secret_is_a_placeholder_inside_and_for_the_owner_only() {
+    if ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let value = "s3cr3t-value-that-must-stay-outside";
+    let mut child = Command::new(cordon_bin())
+        .arg("serve")
+        .arg("--socket")
+        .arg(dir.path().join("cordon.sock"))
+        .arg("--audit")
+        .arg(dir.path().join("audit.db"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("CORDON_STATE_DIR", dir.path().join("state"))
+        .env("CORDON_TEST_API_KEY", value)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let ready: Value = serde_json::from_str(&line).unwrap();
+    let s = Server {
+        child: Some(child),
+        socket: dir.path().join("cordon.sock"),
+        tcp: ready["listen"].as_str().map(str::to_owned),
+        dir,
+    };
+    let sb = s.create(json!({"secrets": ["CORDON_TEST_API_KEY@api.example.com"]}));
+    let r = s.unix(
+        "POST",
+        &format!("/v1/sandboxes/{sb}/exec"),
+        Some(&json!({"argv": ["sh", "-c", "echo \"key=$CORDON_TEST_API_KEY\"; head -1 \"$SSL_CERT_FILE\""]})),
+    );
+    let out = r.json()["stdout"].as_str().unwrap().to_owned();
+    assert!(!out.contains(value), "the value reached the sandbox: {out}");
+    let placeholder = out.lines().next().unwrap().trim_start_matches("key=");
+    assert!(!placeholder.is_empty(), "a placeholder stands in for it: {out}");
+    assert!(out.contains("BEGIN CERTIFICATE"), "the sandbox trusts its proxy's CA: {out}");
+    assert_eq!(s.unix("GET", &format!("/v1/sandboxes/{sb}"), None).json()["limits"]["network"], "proxy");
+    // A token may not read the server's environment through a secret.
+    let t = s.token(&["--name", "t", "--preset", "high"]);
+    let r = s.tcp(Some(&t), "POST", "/v1/sandboxes", Some(&json!({"secrets": ["CORDON_TEST_API_KEY@api.example.com"]})));
+    assert_eq!(r.status, 403, "{}", r.body);
+    // A secret the server does not have is refused with the fix.
+    let r = s.unix("POST", "/v1/sandboxes", Some(&json!({"secrets": ["CORDON_TEST_MISSING@api.example.com"]})));
+    assert_eq!(r.status, 422, "{}", r.body);
+}

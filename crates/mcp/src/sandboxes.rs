@@ -184,6 +184,7 @@ impl Sandboxes {
                 &id,
                 listener,
                 self.inner.audit.clone(),
+                plan.identity.clone(),
             ) {
                 Ok(stop) => Some(stop),
                 Err(e) => {

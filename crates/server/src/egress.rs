@@ -45,8 +45,11 @@ pub fn start(
     sandbox: &str,
     listener: std::net::TcpListener,
     audit: AuditLog,
+    identity: Option<cordon_egress::Identity>,
 ) -> Result<oneshot::Sender<()>, ApiError> {
     let config = cordon_plan::egress::config(profile, sandbox, &[]);
+    let mut egress = cordon_egress::Egress::new(config)
+        .map_err(|e| ApiError::unprocessable(format!("the sandbox's egress rules: {e}")))?;
     listener
         .set_nonblocking(true)
         .map_err(|e| ApiError::internal(format!("the sandbox's proxy listener: {e}")))?;
@@ -56,15 +59,16 @@ pub fn start(
         audit,
         sandbox: sandbox.to_owned(),
     });
+    egress = egress.with_sink(sink);
+    if let Some(id) = identity {
+        egress = egress.with_tls_interceptor(Arc::new(id));
+    }
     let (stop, stopped) = oneshot::channel::<()>();
-    let id = sandbox.to_owned();
     tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;
         };
-        if let Err(e) = cordon_egress::serve(config, listener, sink, shutdown).await {
-            tracing::warn!("egress proxy of {id}: {e}");
-        }
+        egress.serve(listener, shutdown).await;
     });
     Ok(stop)
 }

@@ -24,6 +24,9 @@ pub struct Plan {
     pub spec: cordon_jail::Spec,
     pub idle_timeout: Option<Duration>,
     pub ttl: Option<Duration>,
+    /// The secrets' identity (per-sandbox CA, bindings) for the proxy's TLS
+    /// interception; `None` without secrets.
+    pub identity: Option<cordon_egress::Identity>,
 }
 
 fn absolute(paths: &[String], field: &str) -> Result<Vec<PathBuf>, ApiError> {
@@ -162,6 +165,18 @@ pub fn plan(req: &CreateSandbox, caller: &Caller) -> Result<Plan, ApiError> {
     if let Some(m) = &req.memory {
         o.memory = Some(cordon_policy::ByteSize(m.to_bytes("memory")?));
     }
+    if !req.secrets.is_empty() && !caller.is_owner() {
+        // A secret's value is read from the server's own environment.
+        return Err(ApiError::forbidden(
+            "secrets are for the owner only: their values come from the server's environment",
+        )
+        .with_fix("use the unix socket as the owner, or run `cordon run --secret` yourself"));
+    }
+    for text in &req.secrets {
+        let secret = cordon_policy::Secret::parse_flag(text)
+            .map_err(|e| ApiError::bad_request(format!("secrets: {e}")))?;
+        o.secrets.push(secret);
+    }
     if let Some(ceiling) = caller.ceiling() {
         // Unset limits take the ceiling when the preset's is larger.
         if req.memory.is_none() {
@@ -191,6 +206,12 @@ pub fn plan(req: &CreateSandbox, caller: &Caller) -> Result<Plan, ApiError> {
     spec.workspace = Some(PathBuf::from(WORKSPACE));
     spec.cwd = PathBuf::from(WORKSPACE);
     cordon_plan::protect_host_tools(&profile, &mut spec);
+    // Secrets: a placeholder inside, the value only in the proxy, which
+    // intercepts TLS to their hosts with a per-sandbox CA the sandbox trusts.
+    let resolved = cordon_plan::secrets::resolve(&profile.secrets)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let identity = cordon_plan::secrets::arm(&mut spec, &resolved, None)
+        .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     // The session's lifetime is `ttl` (else the profile's timeout), not a
     // per-command deadline.
     let ttl = match &req.ttl {
@@ -207,6 +228,7 @@ pub fn plan(req: &CreateSandbox, caller: &Caller) -> Result<Plan, ApiError> {
         spec,
         idle_timeout,
         ttl,
+        identity,
     })
 }
 

@@ -73,6 +73,12 @@ pub struct CreateSandbox {
     pub allow_net: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Host secrets the sandbox may use without seeing them, as
+    /// `NAME@host[,host...]` (owner only): the value is read from the
+    /// server's environment variable NAME; inside, $NAME is a placeholder
+    /// the proxy replaces in requests to those hosts.
+    #[serde(default)]
+    pub secrets: Vec<String>,
     /// Ended after this long without an exec or file operation.
     pub idle_timeout: Option<DurationValue>,
     /// Ended this long after creation, whatever it does.

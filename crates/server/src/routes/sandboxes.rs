@@ -82,11 +82,22 @@ pub async fn create(
         &caller,
         &id,
         &plan.profile_name,
-        json!({"preset": plan.profile_name, "allow_net": allow_net, "memory": session.spec().limits.memory}),
+        json!({
+            "preset": plan.profile_name,
+            "allow_net": allow_net,
+            "memory": session.spec().limits.memory,
+            "secrets": plan.profile.secrets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        }),
     );
     let proxy_stop = match (proxied, session.take_proxy_listener()) {
         (true, Some(listener)) => {
-            match crate::egress::start(&plan.profile, &id, listener, state.audit().clone()) {
+            match crate::egress::start(
+                &plan.profile,
+                &id,
+                listener,
+                state.audit().clone(),
+                plan.identity.clone(),
+            ) {
                 Ok(stop) => Some(stop),
                 Err(e) => {
                     let _ = engine.destroy(&id, EndCause::Deleted).await;

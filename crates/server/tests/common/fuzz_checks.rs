@@ -52,7 +52,12 @@ pub fn request_bodies(data: &[u8]) {
                         p.spec.limits.pids.is_some_and(|n| n <= 64),
                         "pids within the ceiling"
                     );
-                    assert!(req.rw.is_empty() && req.ro.is_empty() && req.profile.is_none());
+                    assert!(
+                        req.rw.is_empty()
+                            && req.ro.is_empty()
+                            && req.profile.is_none()
+                            && req.secrets.is_empty()
+                    );
                     for h in &p.profile.network.allow {
                         assert_eq!(h.to_string(), "pypi.org", "hosts within the ceiling");
                     }
