@@ -169,6 +169,7 @@ impl Engine {
     async fn refill_pool(&self, pool: &crate::pool::Pool) {
         loop {
             while pool.short() {
+                pool.wait_for_quiet().await;
                 let started = Instant::now();
                 match self.build(pool.base_spec()).await {
                     Ok(parts) => pool.put(parts, started.elapsed()),
@@ -251,11 +252,18 @@ impl Engine {
     /// Throw a sandbox away that never became a session.
     async fn discard(&self, parts: Parts) {
         parts.control.close();
-        let _ = self
-            .ask(Request::Destroy {
-                id: parts.id.clone(),
-            })
-            .await;
+        end_sandbox(&parts.pidfd, &parts.cgroup_dirs).await;
+        self.forget(&parts.id);
+    }
+
+    /// Let the spawner reap a sandbox that has ended and forget it, in the
+    /// background: nobody waits for it (it may be busy building one).
+    fn forget(&self, id: &str) {
+        let engine = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let _ = engine.ask(Request::Destroy { id }).await;
+        });
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -365,13 +373,8 @@ impl Engine {
             .remove(id)
             .ok_or_else(|| SessionError::NotFound(format!("sandbox {id}")))?;
         session.mark_ended(cause);
-        let (reply, _) = self.ask(Request::Destroy { id: id.to_owned() }).await?;
-        let clean = matches!(
-            reply,
-            Reply::Destroyed {
-                groups_removed: true
-            }
-        );
+        let clean = end_sandbox(&session.pidfd, &session.cgroup_dirs).await;
+        self.forget(id);
         if !clean {
             tracing::warn!(session = id, "a cgroup of the session could not be removed");
         }
@@ -406,6 +409,35 @@ impl Drop for PendingSlot {
     fn drop(&mut self) {
         self.0.pending.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// How long a killed sandbox's init may take to be gone.
+const END_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Kill a sandbox from here (its pidfd), wait until its init has exited
+/// (a PID namespace's init exits only once every process in it has), and
+/// remove its groups. Returns whether everything is gone. The spawner,
+/// told afterwards, only reaps the init.
+async fn end_sandbox(pidfd: &OwnedFd, cgroup_dirs: &[PathBuf]) -> bool {
+    let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
+    let exited = match pidfd.try_clone() {
+        Ok(own) => {
+            // The AsyncFd owns its descriptor (the I/O-safety condition of
+            // `AsyncFd::register`).
+            #[allow(deprecated)]
+            let watch = AsyncFd::with_interest(own, tokio::io::Interest::READABLE);
+            match watch {
+                Ok(fd) => tokio::time::timeout(END_TIMEOUT, fd.readable()).await.is_ok(),
+                Err(_) => false,
+            }
+        }
+        Err(_) => false,
+    };
+    let dirs = cgroup_dirs.to_vec();
+    let removed = tokio::task::spawn_blocking(move || cordon_jail::cgroup::remove_dirs(&dirs))
+        .await
+        .unwrap_or(false);
+    exited && removed
 }
 
 /// A reply other than the one asked for, as an error.

@@ -71,6 +71,12 @@ pub(crate) struct Pool {
     build_us: AtomicU64,
 }
 
+/// A pause in claims long enough to build in.
+const QUIET: Duration = Duration::from_millis(5);
+
+/// The longest a refill waits for a pause while sandboxes are ready.
+const QUIET_MAX: Duration = Duration::from_millis(250);
+
 /// The window the claim rate is measured over.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
 
@@ -170,6 +176,23 @@ impl Pool {
             _ = self.claimed.notified() => {}
             // The target of an `auto` pool falls as claims age.
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+
+    /// Before a refill: while sandboxes are still ready, wait until claims
+    /// pause for [`QUIET`] (at most [`QUIET_MAX`]), so that a build does
+    /// not compete for the CPU with the sessions just claimed; with none
+    /// ready, go at once.
+    pub(crate) async fn wait_for_quiet(&self) {
+        let deadline = tokio::time::Instant::now() + QUIET_MAX;
+        while self.ready.lock().map_or(0, |r| r.len()) > 0 {
+            tokio::select! {
+                _ = self.claimed.notified() => {}
+                _ = tokio::time::sleep(QUIET) => return,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
         }
     }
 
