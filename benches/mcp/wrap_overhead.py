@@ -3,14 +3,16 @@ directly and through `cordon mcp wrap`, in the same run, alternating
 rounds so that drift hits both alike.
 
 Usage: wrap_overhead.py CORDON N -- SERVER_CMD...
-Prints the median and p90 latency of a tools/call (echo) of each, and the
-difference of the medians.
+Prints the median and p90 latency of a tools/call (echo) directly, through
+the gateway without an audit store ("wrapped") and with one ("audited"),
+and the differences of the medians.
 """
 
 import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -58,22 +60,26 @@ def main():
     server = sys.argv[sys.argv.index("--") + 1:]
     extra = sys.argv[3:sys.argv.index("--")]
     direct = Client(server)
-    wrapped = Client([cordon, "mcp", "wrap", "--no-audit", "-q", *extra, "--allow-tool", "echo", "--", *server])
-    for c in (direct, wrapped):
+    state = tempfile.mkdtemp(prefix="cordon-mcp-bench-")
+    pins = ["--pins", f"{state}/pins.json"]
+    wrapped = Client([cordon, "mcp", "wrap", "--no-audit", "-q", *pins, *extra, "--allow-tool", "echo", "--", *server])
+    audited = Client([cordon, "mcp", "wrap", "--audit", f"{state}/audit.db", "-q", *pins, *extra, "--allow-tool", "echo", "--", *server])
+    clients = (("direct", direct), ("wrapped", wrapped), ("audited", audited))
+    for _, c in clients:
         for _ in range(50):
             c.call()
-    times = {"direct": [], "wrapped": []}
+    times = {name: [] for name, _ in clients}
     rounds = 10
     for _ in range(rounds):
-        for name, c in (("direct", direct), ("wrapped", wrapped)):
+        for name, c in clients:
             times[name].extend(c.call() for _ in range(n // rounds))
-    direct.close()
-    wrapped.close()
+    for _, c in clients:
+        c.close()
     ms = lambda xs, q: 1000 * statistics.quantiles(xs, n=100)[q - 1]
     med = {k: 1000 * statistics.median(v) for k, v in times.items()}
     for k, v in times.items():
         print(f"{k:8} calls={len(v)} median={med[k]:.3f} ms p90={ms(v, 90):.3f} ms")
-    print(f"overhead median={med['wrapped'] - med['direct']:.3f} ms")
+    print(f"overhead median={med['wrapped'] - med['direct']:.3f} ms (audited: {med['audited'] - med['direct']:.3f} ms)")
 
 
 main()
