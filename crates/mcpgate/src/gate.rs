@@ -355,7 +355,10 @@ impl Gate {
             }
         }
         *tools = kept;
-        self.pins.listed();
+        // A paginated list is one list: the first one is pinned whole.
+        if msg.pointer("/result/nextCursor").is_none_or(Value::is_null) {
+            self.pins.listed();
+        }
         if let Err(e) = self.pins.save() {
             eprintln!("cordon: mcp: {e}");
         }
@@ -510,6 +513,23 @@ mod tests {
         );
         assert!(batch.to_upstream.is_none());
         assert!(batch.to_client[0].contains("no batches"));
+    }
+
+    #[test]
+    fn a_paginated_first_list_is_pinned_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut g = gate(dir.path(), &[]);
+        g.from_client(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+        let page = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a"}], "nextCursor": "2"}});
+        assert!(g
+            .from_upstream(page.to_string().as_bytes())
+            .unwrap()
+            .contains("\"a\""));
+        assert_eq!(list(&mut g, json!([{"name": "b"}])), ["b"]);
+        assert!(
+            list(&mut g, json!([{"name": "c"}])).is_empty(),
+            "a tool added later is blocked"
+        );
     }
 
     #[test]
