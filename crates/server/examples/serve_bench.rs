@@ -228,8 +228,9 @@ fn main() {
     report("code-context cell 1+1", &mut cell, json!({}));
     conn.json("DELETE", &format!("/v1/sandboxes/{id}"), None, 204);
 
-    // Many clients at once: create + exec + delete each.
-    wait_ready(&mut conn, 1);
+    // Many clients at once: create + exec + delete each, the pool (sized
+    // for the burst) full first.
+    wait_ready(&mut conn, clients as u64);
     let before = pool(&mut conn);
     let started = Instant::now();
     let handles: Vec<_> = (0..clients)
