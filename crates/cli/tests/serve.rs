@@ -280,7 +280,7 @@ fn lifecycle_through_the_cli() {
     let (code, _, err) = s.cli(&["show", &sb]);
     assert_ne!(code, 0);
     assert!(err.contains("404"), "{err}");
-    s.audit_has(&["\"create\"", "\"exec\"", "\"delete\""]);
+    s.audit_has(&["\"create\"", "\"exec\"", "\"exec_ended\"", "\"exit_code\":3", "\"delete\""]);
 }
 
 #[test]

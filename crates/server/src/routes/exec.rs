@@ -129,6 +129,7 @@ pub async fn exec(
         Some(&id),
         json!({"pid": pid, "argv": body.argv, "cwd": body.cwd, "background": body.background}),
     );
+    record_end(&state, &caller, &id, &process);
     if body.background {
         return Ok((StatusCode::ACCEPTED, Json(Started { pid })).into_response());
     }
@@ -143,6 +144,25 @@ pub async fn exec(
     }
     let reply = collect(process, guard).await;
     Ok(Json(reply).into_response())
+}
+
+/// Record how the exec ended, whenever it does (foreground or not).
+fn record_end(state: &AppState, caller: &Caller, id: &str, process: &Arc<Process>) {
+    let (audit, caller, id, process) = (
+        state.audit().clone(),
+        caller.clone(),
+        id.to_owned(),
+        process.clone(),
+    );
+    tokio::spawn(async move {
+        let x = process.wait().await;
+        audit.record(
+            &caller,
+            "exec_ended",
+            Some(&id),
+            json!({"pid": process.id(), "exit_code": x.exit_code, "reason": crate::wire::word(&x.reason), "timed_out": x.timed_out, "wall_ms": x.usage.wall_ms}),
+        );
+    });
 }
 
 /// Wait for a foreground exec and gather its output.
