@@ -198,7 +198,7 @@ def test_long_output_is_cut_with_a_note_and_kept_whole_in_the_sandbox(connect: C
 
 
 def _processes_with(marker: str) -> List[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -342,7 +342,7 @@ def test_http_server_stop_tears_every_sandbox_down(binary: Path, state: Path) ->
                 assert ran["error"] is None, ran
 
         anyio.run(main)
-        ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
         ps = "\n".join(line for line in ps.splitlines() if not line.split(None, 2)[-1].startswith("["))
         assert _processes_with(marker), f"the sandbox's process is visible from the host:\n{ps}\n{server.log.read_text()}"
     finally:
