@@ -235,6 +235,18 @@ impl Plan {
         self.user_binds = binds;
     }
 
+    /// Where overlay files given at claim time were placed (for Landlock;
+    /// their contents stay out of the init's memory).
+    pub(crate) fn set_file_paths(&mut self, paths: Vec<PathBuf>) {
+        self.files = paths
+            .into_iter()
+            .map(|path| crate::spec::FileOverlay {
+                path,
+                contents: Vec::new(),
+            })
+            .collect();
+    }
+
     pub(crate) fn user_bind_paths(&self) -> Vec<&Path> {
         self.user_binds.iter().map(|b| b.path.as_path()).collect()
     }
@@ -400,60 +412,10 @@ impl Plan {
         )
     }
 
-    /// Write the overlay files into a private tmpfs, bind each over its
-    /// target (read-only), then detach the tmpfs: only the binds remain.
-    /// The tmpfs is staged on `/proc` before procfs is mounted there: no
-    /// declared path or overlay file can be under `/proc`.
+    /// The overlay files, staged on `/proc` before procfs is mounted
+    /// there: no declared path or overlay file can be under `/proc`.
     fn place_files(&self, root: BorrowedFd<'_>, proc_dir: BorrowedFd<'_>) -> Result<()> {
-        if self.files.is_empty() {
-            return Ok(());
-        }
-        for f in &self.files {
-            if !f.path.is_absolute() || f.path.starts_with("/proc") || f.path.starts_with("/dev") {
-                return Err(fs_err(
-                    format!(
-                        "{}: overlay files need an absolute path outside /proc and /dev",
-                        f.path.display()
-                    ),
-                    None,
-                ));
-            }
-        }
-        let total: usize = self.files.iter().map(|f| f.contents.len() + 4096).sum();
-        let size = (total + 65536).to_string();
-        let staging = tmpfs(
-            &[("size", &size), ("mode", "0755")],
-            MountAttrFlags::MOUNT_ATTR_NOSUID
-                | MountAttrFlags::MOUNT_ATTR_NODEV
-                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
-            "the overlay files' staging area",
-        )?;
-        for (i, f) in self.files.iter().enumerate() {
-            write_file(staging.as_fd(), &format!("f{i}"), &f.contents)?;
-        }
-        // Clones are taken from attached mounts only (before Linux 6.15).
-        rustix::mount::move_mount(
-            &staging,
-            "",
-            proc_dir,
-            "",
-            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-        )
-        .map_err(|e| fs_err(format!("cannot mount the staging tmpfs: {e}"), None))?;
-        for (i, f) in self.files.iter().enumerate() {
-            let b = PlannedBind {
-                path: f.path.clone(),
-                writable: false,
-                dir: false,
-            };
-            let tree = clone_tree(staging.as_fd(), &format!("f{i}"), &b)?;
-            attach(root, &b, tree)?;
-        }
-        rustix::mount::unmount(
-            sys::fd_path(staging.as_fd()).as_c_str(),
-            rustix::mount::UnmountFlags::DETACH,
-        )
-        .map_err(|e| fs_err(format!("cannot detach the staging tmpfs: {e}"), None))
+        place_overlay_files(root, &self.files, proc_dir, None)
     }
 
     fn build_dev(&self, root: BorrowedFd<'_>, nodes: Vec<OwnedFd>) -> Result<()> {
@@ -532,10 +494,76 @@ fn tmpfs(options: &[(&str, &str)], attrs: MountAttrFlags, what: &str) -> Result<
     rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, attrs).map_err(err)
 }
 
+/// Write the overlay files into a private tmpfs, bind each over its
+/// target (read-only), then detach the tmpfs: only the binds remain. The
+/// tmpfs is staged on `stage_dir`, an empty directory nothing else uses,
+/// unmounted by `stage_path` (by its `/proc/self/fd` path when `None`).
+fn place_overlay_files(
+    root: BorrowedFd<'_>,
+    files: &[crate::spec::FileOverlay],
+    stage_dir: BorrowedFd<'_>,
+    stage_path: Option<&std::ffi::CStr>,
+) -> Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    for f in files {
+        if !f.path.is_absolute() || f.path.starts_with("/proc") || f.path.starts_with("/dev") {
+            return Err(fs_err(
+                format!(
+                    "{}: overlay files need an absolute path outside /proc and /dev",
+                    f.path.display()
+                ),
+                None,
+            ));
+        }
+    }
+    let total: usize = files.iter().map(|f| f.contents.len() + 4096).sum();
+    let size = (total + 65536).to_string();
+    let staging = tmpfs(
+        &[("size", &size), ("mode", "0755")],
+        MountAttrFlags::MOUNT_ATTR_NOSUID
+            | MountAttrFlags::MOUNT_ATTR_NODEV
+            | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+        "the overlay files' staging area",
+    )?;
+    for (i, f) in files.iter().enumerate() {
+        write_file(staging.as_fd(), &format!("f{i}"), &f.contents)?;
+    }
+    // Clones are taken from attached mounts only (before Linux 6.15).
+    rustix::mount::move_mount(
+        &staging,
+        "",
+        stage_dir,
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )
+    .map_err(|e| fs_err(format!("cannot mount the staging tmpfs: {e}"), None))?;
+    for (i, f) in files.iter().enumerate() {
+        let b = PlannedBind {
+            path: f.path.clone(),
+            writable: false,
+            dir: false,
+        };
+        let tree = clone_tree(staging.as_fd(), &format!("f{i}"), &b)?;
+        attach(root, &b, tree)?;
+    }
+    let by_fd = sys::fd_path(staging.as_fd());
+    rustix::mount::unmount(
+        stage_path.unwrap_or(by_fd.as_c_str()),
+        rustix::mount::UnmountFlags::DETACH,
+    )
+    .map_err(|e| fs_err(format!("cannot detach the staging tmpfs: {e}"), None))
+}
+
 /// Attach `trees` (detached copies of `binds`, in order) into the root of
 /// the current mount namespace, which is a built sandbox's: the root is
 /// writable only while the mount points are made.
-pub(crate) fn attach_late(binds: &[PlannedBind], trees: Vec<OwnedFd>) -> Result<()> {
+pub(crate) fn attach_late(
+    binds: &[PlannedBind],
+    trees: Vec<OwnedFd>,
+    files: &[crate::spec::FileOverlay],
+) -> Result<()> {
     let root = rustix::fs::open(
         "/",
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -549,12 +577,36 @@ pub(crate) fn attach_late(binds: &[PlannedBind], trees: Vec<OwnedFd>) -> Result<
         )
     })?;
     // The bind's flags on every tree (idmapped ones come without them).
-    let attached = binds.iter().zip(trees).try_for_each(|(b, tree)| {
-        set_attrs(tree.as_fd(), &b.path, bind_attrs(b), true)?;
-        attach(root.as_fd(), b, tree)
-    });
+    let attached = binds
+        .iter()
+        .zip(trees)
+        .try_for_each(|(b, tree)| {
+            set_attrs(tree.as_fd(), &b.path, bind_attrs(b), true)?;
+            attach(root.as_fd(), b, tree)
+        })
+        .and_then(|()| place_files_late(root.as_fd(), files));
     set_attrs(root.as_fd(), Path::new("/"), readonly(), false)?;
     attached
+}
+
+/// Overlay files given at claim time: staged in a directory with a random
+/// name in the (briefly writable) root, which is gone again before the
+/// claim ends (no command runs in the sandbox before that).
+fn place_files_late(root: BorrowedFd<'_>, files: &[crate::spec::FileOverlay]) -> Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let mut b = [0u8; 8];
+    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    let name = format!(".cordon-stage-{:016x}", u64::from_le_bytes(b));
+    let dir = mkdir(root, &name)?;
+    let path = std::ffi::CString::new(format!("/{name}"))
+        .map_err(|e| fs_err(format!("staging path: {e}"), None))?;
+    let placed = place_overlay_files(root, files, dir.as_fd(), Some(&path));
+    drop(dir);
+    let removed = rustix::fs::unlinkat(root, name.as_str(), rustix::fs::AtFlags::REMOVEDIR)
+        .map_err(|e| fs_err(format!("/{name}: cannot remove the staging directory: {e}"), None));
+    placed.and(removed)
 }
 
 /// Detached copies of each bind's source with the bind's flags already

@@ -541,6 +541,9 @@ pub use crate::rootfs::PlannedBind as LateBind;
 pub struct LateConfig {
     pub binds: Vec<LateBind>,
     pub limits: crate::spec::Limits,
+    /// Where overlay files (a secret's CA bundle) were placed.
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
 }
 
 impl LiveSandbox {
@@ -551,9 +554,9 @@ impl LiveSandbox {
     /// rest matches the base (see the session engine's pool key). Must be
     /// called from a single-threaded process (it forks a helper).
     pub fn claim(&mut self, spec: &Spec) -> Result<LateConfig> {
-        if !spec.files.is_empty() || !spec.staged.is_empty() {
+        if !spec.staged.is_empty() {
             return Err(JailError::InvalidSpec(
-                "a pooled sandbox cannot take overlay files or staged paths".into(),
+                "a pooled sandbox cannot take staged paths".into(),
             ));
         }
         let plan = Plan::new(spec)?;
@@ -565,12 +568,13 @@ impl LiveSandbox {
                     JailError::setup(Layer::Cgroup, format!("cannot set the limits: {e}"), None)
                 })?;
         }
-        if !binds.is_empty() {
-            self.attach_binds(&binds)?;
+        if !binds.is_empty() || !spec.files.is_empty() {
+            self.attach_binds(&binds, &spec.files)?;
         }
         Ok(LateConfig {
             binds,
             limits: spec.limits.clone(),
+            files: spec.files.iter().map(|f| f.path.clone()).collect(),
         })
     }
 
@@ -583,7 +587,11 @@ impl LiveSandbox {
     /// inside the sandbox's user namespace (allowing itself that one
     /// namespace and taking the allowance back), as the init does when it
     /// builds a root.
-    fn attach_binds(&mut self, binds: &[LateBind]) -> Result<()> {
+    fn attach_binds(
+        &mut self,
+        binds: &[LateBind],
+        files: &[crate::spec::FileOverlay],
+    ) -> Result<()> {
         let paths: Vec<&std::path::Path> = binds.iter().map(|b| b.path.as_path()).collect();
         let identity =
             crate::identity::Identity::prepare(IsolationLevel::Namespaces, &paths, false);
@@ -600,7 +608,7 @@ impl LiveSandbox {
         let (userns, mntns) = (userns.as_fd(), mntns.as_fd());
         let helper = sys::fork().map_err(|e| JailError::io("fork", e))?;
         let Some(helper) = helper else {
-            let code = match attach_in_sandbox(userns, mntns, binds, idmapped) {
+            let code = match attach_in_sandbox(userns, mntns, binds, idmapped, files) {
                 Ok(()) => 0,
                 Err(e) => {
                     let _ = sys::write_all_fd(wr.as_raw_fd(), e.to_string().as_bytes());
@@ -641,40 +649,68 @@ fn attach_in_sandbox(
     mntns: BorrowedFd<'_>,
     binds: &[LateBind],
     idmapped: Vec<OwnedFd>,
+    files: &[crate::spec::FileOverlay],
 ) -> Result<()> {
     let io = |what: &str| {
         let what = what.to_owned();
         move |e: std::io::Error| JailError::io(what, e)
     };
-    let trees = if idmapped.is_empty() {
-        sys::setns(userns, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
-        crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
-        // Beyond the init's own: this helper's, and one anonymous
-        // namespace per copy (open_tree makes one).
-        set_own_mnt_namespaces(2 + binds.len() as u64)?;
-        let made = sys::unshare(libc::CLONE_NEWNS)
-            .map_err(io("unshare the mount namespace"))
-            .and_then(|()| crate::rootfs::clone_all(binds));
-        set_own_mnt_namespaces(0)?;
-        made?
+    sys::setns(userns, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
+    crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
+    // Mount namespaces this helper makes in the sandbox's user namespace,
+    // beyond the init's own: its own (to copy host paths), one anonymous
+    // namespace per copy, and for overlay files a staging tmpfs and a copy
+    // of each (fsmount and open_tree each make one); a margin for those
+    // the kernel frees late. Allowed for this moment only.
+    let copies = if idmapped.is_empty() { binds.len() } else { 0 };
+    let staged = if files.is_empty() { 0 } else { files.len() + 1 };
+    let own = usize::from(copies > 0);
+    let allowance = 1 + own + copies + staged;
+    // Opened here, in the sandbox's user namespace and the host's mount
+    // namespace: the sandbox's own /proc/sys is read-only.
+    let limit = if allowance > 1 {
+        let limit = own_mnt_namespaces_limit()?;
+        set_limit(&limit, allowance as u64 + 2)?;
+        Some(limit)
     } else {
-        sys::setns(userns, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
-        crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
-        idmapped
+        None
     };
-    sys::setns(mntns, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
-    crate::rootfs::attach_late(binds, trees)
+    let attached = (|| {
+        let trees = if copies > 0 {
+            sys::unshare(libc::CLONE_NEWNS).map_err(io("unshare the mount namespace"))?;
+            crate::rootfs::clone_all(binds)?
+        } else {
+            idmapped
+        };
+        sys::setns(mntns, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
+        crate::rootfs::attach_late(binds, trees, files)
+    })();
+    if let Some(limit) = &limit {
+        set_limit(limit, 0)?;
+    }
+    attached
 }
 
-/// Write `user.max_mnt_namespaces` of the current user namespace.
-fn set_own_mnt_namespaces(n: u64) -> Result<()> {
-    std::fs::write("/proc/sys/user/max_mnt_namespaces", n.to_string()).map_err(|e| {
-        JailError::setup(
-            Layer::UserNamespace,
-            format!(
-                "cannot set user.max_mnt_namespaces = {n} in the sandbox's user namespace: {e}"
-            ),
-            None,
-        )
-    })
+/// `user.max_mnt_namespaces` of the current user namespace, open for
+/// writing.
+fn own_mnt_namespaces_limit() -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/user/max_mnt_namespaces")
+        .map_err(|e| limit_error("open", &e))
+}
+
+fn set_limit(file: &std::fs::File, n: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_at(n.to_string().as_bytes(), 0)
+        .map(drop)
+        .map_err(|e| limit_error(&format!("set it to {n}"), &e))
+}
+
+fn limit_error(what: &str, e: &std::io::Error) -> JailError {
+    JailError::setup(
+        Layer::UserNamespace,
+        format!("user.max_mnt_namespaces in the sandbox's user namespace: cannot {what}: {e}"),
+        None,
+    )
 }

@@ -74,6 +74,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                     spec.limits = config.limits;
                     if let Some(p) = plan.as_mut() {
                         p.set_user_binds(config.binds);
+                        p.set_file_paths(config.files);
                     }
                     let _ = send_message(control, &InitReply::Configured { id }, &[]);
                 }

@@ -225,17 +225,18 @@ impl Engine {
     ) -> Result<()> {
         let same_limits = serde_json::to_value(&base.limits).ok()
             == serde_json::to_value(&spec.limits).ok();
-        if spec.binds.is_empty() && same_limits {
+        if spec.binds.is_empty() && spec.files.is_empty() && same_limits {
             return Ok(());
         }
         let cgroup_same =
             base.limits.memory == spec.limits.memory && base.limits.pids == spec.limits.pids;
-        if spec.binds.is_empty() && cgroup_same {
+        if spec.binds.is_empty() && spec.files.is_empty() && cgroup_same {
             return parts
                 .control
                 .configure(cordon_jail::session::LateConfig {
                     binds: Vec::new(),
                     limits: spec.limits.clone(),
+                    files: Vec::new(),
                 })
                 .await;
         }

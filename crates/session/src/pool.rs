@@ -230,7 +230,7 @@ fn exited(parts: &Parts) -> bool {
 
 /// Whether `spec` differs from `base` only in what a claim can give.
 pub(crate) fn same_shape(base: &cordon_jail::Spec, spec: &cordon_jail::Spec) -> bool {
-    if !spec.files.is_empty() || !spec.staged.is_empty() || spec.observe {
+    if !spec.staged.is_empty() || spec.observe {
         return false;
     }
     let normalize = |s: &cordon_jail::Spec| {
@@ -239,6 +239,7 @@ pub(crate) fn same_shape(base: &cordon_jail::Spec, spec: &cordon_jail::Spec) -> 
         s.env.clear();
         s.cwd = "/".into();
         s.binds.clear();
+        s.files.clear();
         let kernel = s.limits.kernel;
         s.limits = cordon_jail::Limits {
             kernel,
@@ -278,6 +279,14 @@ mod tests {
             path: "/etc/ssl/certs/ca-certificates.crt".into(),
             contents: b"x".to_vec(),
         });
-        assert!(!same_shape(&base, &files), "overlay files are built in");
+        assert!(same_shape(&base, &files), "overlay files are placed at claim time");
+        let mut staged = base.clone();
+        staged.staged.push(cordon_jail::StagedBind {
+            lower: "/srv".into(),
+            upper: "/u".into(),
+            work: "/w".into(),
+            mode: Default::default(),
+        });
+        assert!(!same_shape(&base, &staged), "staged paths are built in");
     }
 }

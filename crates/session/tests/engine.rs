@@ -338,6 +338,11 @@ async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
         writable: false,
     });
     s.limits.pids = Some(12);
+    // An overlay file (as a secret's CA bundle is), placed at claim time.
+    s.files.push(cordon_jail::FileOverlay {
+        path: PathBuf::from("/etc/cordon-late-file"),
+        contents: b"late contents".to_vec(),
+    });
     let before = engine.pool_stats();
     let sb = engine
         .create(CreateSession {
@@ -376,6 +381,14 @@ async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
         std::fs::read_to_string(ro.join("given")).unwrap_or_default(),
         "from the host"
     );
+    let (_, out, _) = run(&sb, &["cat", "/etc/cordon-late-file"]).await;
+    assert_eq!(out, "late contents", "the overlay file is in place");
+    let (exit, ..) = run(&sb, &["sh", "-c", "echo x > /etc/cordon-late-file"]).await;
+    assert_ne!(exit.exit_code, 0, "an overlay file is read-only");
+    let (_, out, _) = run(&sb, &["ls", "-a", "/"]).await;
+    assert!(!out.contains(".cordon-stage"), "no staging directory is left: {out}");
+    let (_, out, _) = run(&sb, &["cat", "/proc/sys/user/max_mnt_namespaces", "/proc/sys/user/max_user_namespaces"]).await;
+    assert_eq!(out, "0\n0\n", "the claim's mount-namespace allowance is taken back");
     let (_, _, err) = run(
         &sb,
         &["sh", "-c", "for i in $(seq 30); do sleep 3 & done; wait"],
