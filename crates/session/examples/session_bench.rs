@@ -116,6 +116,28 @@ fn main() {
             exec.push(t.elapsed());
         }
         report("exec /bin/true in a live session", &mut exec);
+
+        // First, second and third exec in fresh (pooled) sessions.
+        let (mut first, mut second, mut third) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..(n / 4).max(10) {
+            while engine.pool_stats().ready < 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let s = engine
+                .create(CreateSession { spec: base.clone(), idle_timeout: None, ttl: None, owner: String::new() })
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            for v in [&mut first, &mut second, &mut third] {
+                let t = Instant::now();
+                let p = s.exec(req(&["/bin/true"])).await.unwrap_or_else(|e| panic!("{e}"));
+                p.wait().await;
+                v.push(t.elapsed());
+            }
+            engine.destroy(s.id(), EndCause::Deleted).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        report("1st exec in a fresh session", &mut first);
+        report("2nd exec in a fresh session", &mut second);
+        report("3rd exec in a fresh session", &mut third);
         engine.shutdown().await;
 
         if idle > 0 {
