@@ -95,7 +95,7 @@ fn staging_check() -> cordon_jail::host::Check {
         Ok(s) => s,
         Err(e) => return missing(format!("{e:#}"), "set HOME or XDG_STATE_HOME"),
     };
-    match crate::stage_cmd::staging_mode(&store, true) {
+    match crate::stage_cmd::staging_mode(&store, true, None) {
         Ok((cordon_jail::StageMode::Overlay, _)) => Check {
             ok: true,
             detail: format!(

@@ -29,53 +29,60 @@ pub struct Staging {
     fallback: Option<String>,
 }
 
-/// Where a successful overlay probe is remembered: the kernel release and
-/// the store's device it held for (a new kernel or a store moved to another
-/// filesystem probes again). A failed probe is not remembered.
+/// Where successful overlay probes are remembered, a line each: the
+/// kernel release, the store's device and the staged directory's device
+/// they held for (a new kernel, or a store or directory on another
+/// filesystem, probes again). A failed probe is not remembered.
 const PROBED: &str = ".overlay-ok";
 
-fn probe_key(root: &Path) -> Option<String> {
+fn probe_key(root: &Path, lower: Option<&Path>) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata(root).ok()?.dev();
+    let lower_dev = match lower {
+        Some(l) => std::fs::metadata(l).ok()?.dev().to_string(),
+        None => "-".into(),
+    };
     let uname = rustix::system::uname();
-    Some(format!("{} {dev}\n", uname.release().to_string_lossy()))
+    Some(format!(
+        "{} {dev} {lower_dev}",
+        uname.release().to_string_lossy()
+    ))
 }
 
-/// How runs stage here: overlayfs when it can be mounted in a user
-/// namespace with its upper layer in the store, else a copy of the
-/// directory (with the reason). `fresh`: probe even when a success is
-/// remembered.
+/// How runs stage `target` here (none: a directory of no particular
+/// filesystem): overlayfs when it can be mounted in a user namespace over
+/// it with its upper layer in the store, else a copy of the directory
+/// (with the reason). `fresh`: probe even when a success is remembered.
 pub fn staging_mode(
     store: &Store,
     fresh: bool,
+    target: Option<&Path>,
 ) -> anyhow::Result<(cordon_jail::StageMode, Option<String>)> {
     let root = store.root();
     store
         .ensure_root()
         .map_err(|e| anyhow::anyhow!("cannot create the stage store: {e}"))?;
-    let key = probe_key(root);
+    let key = probe_key(root, target);
     let remembered = root.join(PROBED);
+    let known = std::fs::read_to_string(&remembered).unwrap_or_default();
     // The test switch is read by the probe itself: a remembered success
     // must not hide it.
     let switched_off = cordon_jail::overlay_probe_switched_off();
     if !fresh && !switched_off {
-        if let (Some(k), Ok(text)) = (&key, std::fs::read_to_string(&remembered)) {
-            if *k == text {
+        if let Some(k) = &key {
+            if known.lines().any(|l| l == k) {
                 return Ok((cordon_jail::StageMode::Overlay, None));
             }
         }
     }
-    match cordon_jail::overlay_probe(root) {
+    match cordon_jail::overlay_probe_over(root, target) {
         Ok(()) => {
-            if let Some(k) = key {
-                let _ = std::fs::write(&remembered, k);
+            if let Some(k) = key.filter(|k| !known.lines().any(|l| l == k)) {
+                let _ = std::fs::write(&remembered, format!("{known}{k}\n"));
             }
             Ok((cordon_jail::StageMode::Overlay, None))
         }
-        Err(why) => {
-            let _ = std::fs::remove_file(&remembered);
-            Ok((cordon_jail::StageMode::Copy, Some(why)))
-        }
+        Err(why) => Ok((cordon_jail::StageMode::Copy, Some(why))),
     }
 }
 
@@ -142,7 +149,7 @@ pub fn prepare(
     let policy = policy_of(&profile.stage)?;
     // Bounded: old stages go when a new one starts.
     let _ = store.prune(profile.stage.keep.as_duration());
-    let (mode, fallback) = staging_mode(&store, false)?;
+    let (mode, fallback) = staging_mode(&store, false, Some(&canonical))?;
     let mode_name = match mode {
         cordon_jail::StageMode::Overlay => cordon_stage::MODE_OVERLAY,
         cordon_jail::StageMode::Copy => cordon_stage::MODE_COPY,

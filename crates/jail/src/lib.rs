@@ -50,7 +50,8 @@ pub use outcome::{
     Breaches, DeniedCall, EndReason, Enforcement, LayerState, Outcome, StreamStats, WaitStatus,
 };
 pub use overlay::{
-    probe as overlay_probe, probe_switched_off as overlay_probe_switched_off, STAGE_FIX,
+    probe as overlay_probe, probe_over as overlay_probe_over,
+    probe_switched_off as overlay_probe_switched_off, STAGE_FIX,
 };
 pub use rootfs::SYSTEM_DIRS;
 pub use run::{

@@ -177,6 +177,13 @@ pub fn probe_switched_off() -> bool {
 /// namespace, with its upper layer under `dir` (which must exist and be
 /// writable): `Ok(())`, or the reason it cannot.
 pub fn probe(dir: &Path) -> std::result::Result<(), String> {
+    probe_over(dir, None)
+}
+
+/// [`probe`] with `lower` (a canonical directory, only read) as the lower
+/// layer, so that its filesystem is probed too; a path overlayfs's option
+/// syntax cannot carry (`,`, `:`, `\`) probes with an empty lower layer.
+pub fn probe_over(dir: &Path, lower: Option<&Path>) -> std::result::Result<(), String> {
     if probe_switched_off() {
         return Err(format!(
             "overlayfs is turned off by the test switch {}=overlay",
@@ -184,7 +191,10 @@ pub fn probe(dir: &Path) -> std::result::Result<(), String> {
         ));
     }
     let base = tempdir_in(dir)?;
-    let result = probe_in(&base);
+    let lower = lower
+        .filter(|l| !l.to_string_lossy().contains([',', ':', '\\']))
+        .map_or_else(|| base.join("l"), Path::to_path_buf);
+    let result = probe_in(&base, &lower);
     // overlayfs leaves a mode-0 `work/work` behind.
     let _ = std::fs::set_permissions(
         base.join("w").join("work"),
@@ -205,10 +215,10 @@ fn tempdir_in(dir: &Path) -> std::result::Result<std::path::PathBuf, String> {
     Ok(base)
 }
 
-fn probe_in(base: &Path) -> std::result::Result<(), String> {
+fn probe_in(base: &Path, lower: &Path) -> std::result::Result<(), String> {
     let data = CString::new(format!(
         "lowerdir={},upperdir={},workdir={},userxattr",
-        base.join("l").display(),
+        lower.display(),
         base.join("u").display(),
         base.join("w").display()
     ))
