@@ -16,7 +16,7 @@ python3 benches/mcp/wrap_overhead.py "$BIN" "$CALLS" --ro "$PWD/$fixtures" -- /u
 modules="$PWD/target/test-data/mcp-servers/node_modules"
 if [ -f "$modules/@modelcontextprotocol/server-everything/dist/index.js" ]; then
     echo "## node server-everything (echo)"
-    python3 benches/mcp/wrap_overhead.py "$BIN" "$CALLS" --ro "$modules" -- \
+    python3 benches/mcp/wrap_overhead.py "$BIN" "$CALLS" --memory 2GiB --ro "$modules" -- \
         node "$modules/@modelcontextprotocol/server-everything/dist/index.js" stdio
 else
     echo "SKIPPED: server-everything (run .ci/mcp-servers.sh)"
