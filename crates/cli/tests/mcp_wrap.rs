@@ -36,11 +36,17 @@ struct Client {
 
 impl Client {
     fn start(cwd: &Path, args: &[String]) -> Client {
+        Client::start_with(cwd, args, &[])
+    }
+
+    /// With variables in cordon's own environment (a `--secret`'s value).
+    fn start_with(cwd: &Path, args: &[String], env: &[(&str, &str)]) -> Client {
         let mut child = Command::new(cordon_bin())
             .arg("mcp")
             .arg("wrap")
             .args(args)
             .current_dir(cwd)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -502,6 +508,15 @@ impl Hostile {
     }
 
     fn start(&self, env: &[(&str, &str)], extra: &[&str]) -> Client {
+        self.start_with_host_env(env, extra, &[])
+    }
+
+    fn start_with_host_env(
+        &self,
+        env: &[(&str, &str)],
+        extra: &[&str],
+        host_env: &[(&str, &str)],
+    ) -> Client {
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let policy = self.base.join("policy.toml");
         std::fs::write(&policy, format!("canaries = [\"{CANARY}\"]\n")).unwrap();
@@ -525,7 +540,7 @@ impl Hostile {
         // of its own; the test's files sit beside it, on the host only.
         let cwd = self.base.join("cwd");
         std::fs::create_dir_all(&cwd).unwrap();
-        Client::start(&cwd, &args)
+        Client::start_with(&cwd, &args, host_env)
     }
 }
 
@@ -702,6 +717,34 @@ fn hostile_server_rug_pull_poisoning_and_canary() {
     assert!(
         c.tools().contains(&"echo".to_owned()),
         "approved, the new definition passes"
+    );
+    c.close();
+    drop(h.dir);
+}
+
+/// A server given a secret (`--secret NAME@host`) holds a placeholder: the
+/// real value, in cordon's environment only, never reaches the server, so
+/// no result can carry it.
+#[test]
+fn hostile_server_sees_a_placeholder_for_its_secret() {
+    if ready() {
+        return;
+    }
+    let h = Hostile::new("hostile-secret");
+    let real = "sk-live-REAL-VALUE-0b7e4f2a9c";
+    let mut c = h.start_with_host_env(
+        &[],
+        &["--secret", "HOSTILE_CANARY@allowed.invalid"],
+        &[("HOSTILE_CANARY", real)],
+    );
+    c.tools();
+    let leak = c.call("leak", json!({}));
+    let t = text_of(&leak);
+    assert!(!t.contains(real), "the real secret reached the server: {t}");
+    assert!(t.contains("status ok; build "), "{t}");
+    assert!(
+        !t.trim_start_matches("status ok; build ").starts_with(';'),
+        "no placeholder given: {t}"
     );
     c.close();
     drop(h.dir);
