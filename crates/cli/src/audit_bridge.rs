@@ -139,11 +139,16 @@ impl AuditSession {
             .map_err(|e| format!("cannot commit the start of the run to the audit store: {e}"))
     }
 
-    /// Add any record to the run (e.g. an MCP call); committed with the
+    /// Add any record to the run (e.g. an MCP call) at the time it
+    /// happened; committed with the
     /// next [`AuditSession::commit`] or the end.
-    pub fn record(&mut self, event: impl Into<cordon_audit::Event>) -> Result<(), String> {
+    pub fn record(
+        &mut self,
+        at: SystemTime,
+        event: impl Into<cordon_audit::Event>,
+    ) -> Result<(), String> {
         self.writer
-            .append(&self.run_id, event)
+            .append_at(at, &self.run_id, event)
             .map(|_| ())
             .map_err(|e| e.to_string())
     }

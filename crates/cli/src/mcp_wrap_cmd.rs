@@ -191,8 +191,8 @@ pub fn run(args: WrapArgs) -> anyhow::Result<u8> {
     let egress = prepared.recorder.events();
     let incidents = match inner.audit.take() {
         Some(mut session) => {
-            for e in leftover {
-                session.record(e).map_err(|e| anyhow::anyhow!(e))?;
+            for (at, e) in leftover {
+                session.record(at, e).map_err(|e| anyhow::anyhow!(e))?;
             }
             session.finish(&outcome, &egress, &audit_bridge::Excerpts::default())?
         }
@@ -275,8 +275,8 @@ impl Hooks for WrapHooks<'_> {
         let events = self.gateway.take_events();
         if let Some(session) = self.inner.audit.as_mut() {
             if !events.is_empty() {
-                for e in events {
-                    session.record(e)?;
+                for (at, e) in events {
+                    session.record(at, e)?;
                 }
                 session.commit()?;
             }

@@ -10,7 +10,7 @@
 //! whitespace, invalid UTF-8).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use cordon_audit::{Decision as AuditDecision, Event, Incident, IncidentKind, McpCall, Severity};
 use serde_json::{json, Value};
@@ -53,7 +53,8 @@ pub struct Gate {
     blocked: BTreeMap<String, (String, String)>,
     /// Incidents already raised (one per tool and cause in a run).
     raised: HashSet<String>,
-    events: Vec<Event>,
+    /// Audit records with the time each happened.
+    events: Vec<(SystemTime, Event)>,
     /// Print what the gateway blocks on stderr.
     verbose: bool,
 }
@@ -84,8 +85,12 @@ impl Gate {
     }
 
     /// The audit records collected since the last call.
-    pub fn take_events(&mut self) -> Vec<Event> {
+    pub fn take_events(&mut self) -> Vec<(SystemTime, Event)> {
         std::mem::take(&mut self.events)
+    }
+
+    fn record(&mut self, event: Event) {
+        self.events.push((SystemTime::now(), event));
     }
 
     /// One line from the client.
@@ -194,7 +199,7 @@ impl Gate {
                     "result": {"content": [{"type": "text", "text": text}], "isError": true},
                 });
                 let line = reply.to_string();
-                self.events.push(
+                self.record(
                     McpCall {
                         server: self.server.clone(),
                         method: "tools/call".into(),
@@ -210,7 +215,7 @@ impl Gate {
                     }
                     .into(),
                 );
-                self.events.push(
+                self.record(
                     Incident {
                         kind: IncidentKind::Mcp,
                         severity: Severity::Medium,
@@ -255,31 +260,33 @@ impl Gate {
         let redacted = redact(&mut msg, &self.redactor);
         let out = msg.to_string();
         if let Some(p) = pending {
+            let at = SystemTime::now()
+                .checked_sub(p.at.elapsed())
+                .unwrap_or_else(SystemTime::now);
             let error = msg.get("error").is_some()
                 || msg.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
-            self.events.push(
-                McpCall {
-                    server: self.server.clone(),
-                    method: p.method.clone(),
-                    tool: p.tool.clone(),
-                    decision: AuditDecision::Allow,
-                    rule: None,
-                    args_digest: p.args_digest,
-                    args: p.args,
-                    duration_ms: p.at.elapsed().as_millis() as u64,
-                    result_bytes: out.len() as u64,
-                    error,
-                    redacted,
-                }
-                .into(),
-            );
+            let call = McpCall {
+                server: self.server.clone(),
+                method: p.method.clone(),
+                tool: p.tool.clone(),
+                decision: AuditDecision::Allow,
+                rule: None,
+                args_digest: p.args_digest,
+                args: p.args,
+                duration_ms: p.at.elapsed().as_millis() as u64,
+                result_bytes: out.len() as u64,
+                error,
+                redacted,
+            };
+            // The call's record carries the time of the request.
+            self.events.push((at, call.into()));
         }
         if redacted > 0 {
             let what = msg
                 .get("method")
                 .and_then(Value::as_str)
                 .unwrap_or("a result");
-            self.events.push(
+            self.record(
                 Incident {
                     kind: IncidentKind::Secret,
                     severity: Severity::High,
@@ -401,7 +408,7 @@ impl Gate {
                 json!(self.pins.path().display().to_string()),
             );
         }
-        self.events.push(
+        self.record(
             Incident {
                 kind: IncidentKind::Mcp,
                 severity,

@@ -103,7 +103,7 @@ impl Gateway {
     }
 
     /// The audit records collected so far.
-    pub fn take_events(&self) -> Vec<cordon_audit::Event> {
+    pub fn take_events(&self) -> Vec<(std::time::SystemTime, cordon_audit::Event)> {
         self.shared
             .gate
             .lock()
