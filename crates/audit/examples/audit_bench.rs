@@ -18,7 +18,7 @@ fn egress(i: usize) -> Egress {
         bytes_sent: 1200 + i as u64,
         bytes_received: 48_000,
         duration_ms: 230,
-        decision: if i % 7 == 0 {
+        decision: if i.is_multiple_of(7) {
             Decision::Deny
         } else {
             Decision::Allow

@@ -171,7 +171,7 @@ impl fmt::Display for ByteSize {
             ("MiB", Self::MIB),
             ("KiB", Self::KIB),
         ] {
-            if n % m == 0 {
+            if n.is_multiple_of(m) {
                 return write!(f, "{}{unit}", n / m);
             }
         }
@@ -181,7 +181,7 @@ impl fmt::Display for ByteSize {
             ("MB", 1_000_000),
             ("KB", 1_000),
         ] {
-            if n % m == 0 {
+            if n.is_multiple_of(m) {
                 return write!(f, "{}{unit}", n / m);
             }
         }

@@ -30,7 +30,7 @@ pub fn egress(i: usize) -> Egress {
         bytes_sent: 10,
         bytes_received: 20,
         duration_ms: 3,
-        decision: if i % 2 == 0 {
+        decision: if i.is_multiple_of(2) {
             Decision::Allow
         } else {
             Decision::Deny

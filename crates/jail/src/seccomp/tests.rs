@@ -105,7 +105,7 @@ impl Data {
             bytes[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
         }
         assert!(
-            offset % 4 == 0 && offset < 64,
+            offset.is_multiple_of(4) && offset < 64,
             "load outside seccomp_data: {offset}"
         );
         let o = offset as usize;
