@@ -280,7 +280,13 @@ fn lifecycle_through_the_cli() {
     let (code, _, err) = s.cli(&["show", &sb]);
     assert_ne!(code, 0);
     assert!(err.contains("404"), "{err}");
-    s.audit_has(&["\"create\"", "\"exec\"", "\"exec_ended\"", "\"exit_code\":3", "\"delete\""]);
+    s.audit_has(&[
+        "\"create\"",
+        "\"exec\"",
+        "\"exec_ended\"",
+        "\"exit_code\":3",
+        "\"delete\"",
+    ]);
 }
 
 #[test]
@@ -881,7 +887,11 @@ fn a_secret_is_a_placeholder_inside_and_for_the_owner_only() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     let ready: Value = serde_json::from_str(&line).unwrap();
     let s = Server {
         child: Some(child),
@@ -898,14 +908,32 @@ fn a_secret_is_a_placeholder_inside_and_for_the_owner_only() {
     let out = r.json()["stdout"].as_str().unwrap().to_owned();
     assert!(!out.contains(value), "the value reached the sandbox: {out}");
     let placeholder = out.lines().next().unwrap().trim_start_matches("key=");
-    assert!(!placeholder.is_empty(), "a placeholder stands in for it: {out}");
-    assert!(out.contains("BEGIN CERTIFICATE"), "the sandbox trusts its proxy's CA: {out}");
-    assert_eq!(s.unix("GET", &format!("/v1/sandboxes/{sb}"), None).json()["limits"]["network"], "proxy");
+    assert!(
+        !placeholder.is_empty(),
+        "a placeholder stands in for it: {out}"
+    );
+    assert!(
+        out.contains("BEGIN CERTIFICATE"),
+        "the sandbox trusts its proxy's CA: {out}"
+    );
+    assert_eq!(
+        s.unix("GET", &format!("/v1/sandboxes/{sb}"), None).json()["limits"]["network"],
+        "proxy"
+    );
     // A token may not read the server's environment through a secret.
     let t = s.token(&["--name", "t", "--preset", "high"]);
-    let r = s.tcp(Some(&t), "POST", "/v1/sandboxes", Some(&json!({"secrets": ["CORDON_TEST_API_KEY@api.example.com"]})));
+    let r = s.tcp(
+        Some(&t),
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"secrets": ["CORDON_TEST_API_KEY@api.example.com"]})),
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     // A secret the server does not have is refused with the fix.
-    let r = s.unix("POST", "/v1/sandboxes", Some(&json!({"secrets": ["CORDON_TEST_MISSING@api.example.com"]})));
+    let r = s.unix(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"secrets": ["CORDON_TEST_MISSING@api.example.com"]})),
+    );
     assert_eq!(r.status, 422, "{}", r.body);
 }

@@ -23,7 +23,11 @@ fn request(socket: &std::path::Path, method: &str, path: &str, body: &str) -> (u
     .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    let status = out.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
     (status, body)
 }
@@ -31,9 +35,16 @@ fn request(socket: &std::path::Path, method: &str, path: &str, body: &str) -> (u
 /// The direct children of `pid` (its spawner, among them).
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
     }
     out
 }
@@ -41,14 +52,20 @@ fn children(pid: u32) -> Vec<u32> {
 fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     let t = Instant::now();
     while !ok() {
-        assert!(t.elapsed() < Duration::from_secs(secs), "timed out waiting: {what}");
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out waiting: {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 #[test]
 fn sigkill_of_the_server_leaves_no_process_and_no_cgroup() {
-    if skip_unless(userns_available(), "user namespaces are unavailable on this host") {
+    if skip_unless(
+        userns_available(),
+        "user namespaces are unavailable on this host",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -65,21 +82,29 @@ fn sigkill_of_the_server_leaves_no_process_and_no_cgroup() {
         // The marker is assembled by the shell: only the sleeper's command
         // line holds it.
         let script = format!("m={}; sh -c \"sleep 600; : $m-x\"", &mark);
-        let exec = serde_json::json!({"argv": ["sh", "-c", script], "background": true}).to_string();
+        let exec =
+            serde_json::json!({"argv": ["sh", "-c", script], "background": true}).to_string();
         let (status, body) = request(&socket, "POST", &format!("/v1/sandboxes/{id}/exec"), &exec);
         assert_eq!(status, 202, "{body}");
     }
     let needle = format!("{mark}-x");
-    wait_until("both commands run", 20, || processes_with(&needle).len() >= 2);
+    wait_until("both commands run", 20, || {
+        processes_with(&needle).len() >= 2
+    });
     let groups: Vec<_> = spawners
         .iter()
         .flat_map(|p| cgroup_dirs_with_prefix(&format!("cordon-{p}-")))
         .collect();
-    assert!(!groups.is_empty() || !is_root(), "the sandboxes have cgroups");
+    assert!(
+        !groups.is_empty() || !is_root(),
+        "the sandboxes have cgroups"
+    );
 
     server.kill().unwrap();
     server.wait().unwrap();
-    wait_until("every sandbox process is gone", 10, || processes_with(&needle).is_empty());
+    wait_until("every sandbox process is gone", 10, || {
+        processes_with(&needle).is_empty()
+    });
     wait_until("every cgroup of the spawner is gone", 10, || {
         spawners
             .iter()

@@ -605,7 +605,12 @@ fn place_files_late(root: BorrowedFd<'_>, files: &[crate::spec::FileOverlay]) ->
     let placed = place_overlay_files(root, files, dir.as_fd(), Some(&path));
     drop(dir);
     let removed = rustix::fs::unlinkat(root, name.as_str(), rustix::fs::AtFlags::REMOVEDIR)
-        .map_err(|e| fs_err(format!("/{name}: cannot remove the staging directory: {e}"), None));
+        .map_err(|e| {
+            fs_err(
+                format!("/{name}: cannot remove the staging directory: {e}"),
+                None,
+            )
+        });
     placed.and(removed)
 }
 

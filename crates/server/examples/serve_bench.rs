@@ -25,7 +25,8 @@ struct Conn {
 
 impl Conn {
     fn open(socket: &Path) -> Conn {
-        let s = UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+        let s = UnixStream::connect(socket)
+            .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
         Conn {
             writer: s.try_clone().unwrap(),
             reader: BufReader::new(s),
@@ -43,7 +44,11 @@ impl Conn {
         self.writer.write_all(body.as_bytes()).unwrap();
         let mut status_line = String::new();
         self.reader.read_line(&mut status_line).unwrap();
-        let status: u16 = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let status: u16 = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         let mut length = 0usize;
         let mut chunked = false;
         loop {
@@ -128,15 +133,25 @@ fn pool(conn: &mut Conn) -> Value {
 
 fn wait_ready(conn: &mut Conn, at_least: u64) {
     let t = Instant::now();
-    while pool(conn)["ready"].as_u64().unwrap_or(0) < at_least && t.elapsed() < Duration::from_secs(30) {
+    while pool(conn)["ready"].as_u64().unwrap_or(0) < at_least
+        && t.elapsed() < Duration::from_secs(30)
+    {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
 
 fn cycle(conn: &mut Conn) -> f64 {
     let t = Instant::now();
-    let id = conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"].as_str().unwrap().to_owned();
-    let r = conn.json("POST", &format!("/v1/sandboxes/{id}/exec"), Some(&json!({"argv": ["/bin/true"]})), 200);
+    let id = conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = conn.json(
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&json!({"argv": ["/bin/true"]})),
+        200,
+    );
     assert_eq!(r["exit_code"], 0, "{r}");
     conn.json("DELETE", &format!("/v1/sandboxes/{id}"), None, 204);
     t.elapsed().as_secs_f64() * 1000.0
@@ -177,8 +192,34 @@ fn main() {
     let server_pid = flag("--server-pid", 0) as u32;
 
     // Baselines, in this run.
-    report("bare exec /bin/true", &mut time_command("/bin/true", &[], runs), json!({}));
-    let bwrap = ["--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--die-with-parent", "/bin/true"];
+    report(
+        "bare exec /bin/true",
+        &mut time_command("/bin/true", &[], runs),
+        json!({}),
+    );
+    let bwrap = [
+        "--unshare-all",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--die-with-parent",
+        "/bin/true",
+    ];
     let mut bw = time_command("bwrap", &bwrap, runs);
     let bwrap_median = quantile(&mut bw, 0.5);
     report("bwrap --unshare-all /bin/true", &mut bw, json!({}));
@@ -203,16 +244,33 @@ fn main() {
     );
 
     // Exec in an existing session, and a code-context cell.
-    let id = conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"].as_str().unwrap().to_owned();
+    let id = conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let exec_path = format!("/v1/sandboxes/{id}/exec");
     let mut exec = Vec::new();
     for _ in 0..runs {
         let t = Instant::now();
-        conn.json("POST", &exec_path, Some(&json!({"argv": ["/bin/true"]})), 200);
+        conn.json(
+            "POST",
+            &exec_path,
+            Some(&json!({"argv": ["/bin/true"]})),
+            200,
+        );
         exec.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    report("exec /bin/true in an existing session", &mut exec, json!({}));
-    let ctx = conn.json("POST", &format!("/v1/sandboxes/{id}/contexts"), Some(&json!({"language": "python"})), 201)["id"]
+    report(
+        "exec /bin/true in an existing session",
+        &mut exec,
+        json!({}),
+    );
+    let ctx = conn.json(
+        "POST",
+        &format!("/v1/sandboxes/{id}/contexts"),
+        Some(&json!({"language": "python"})),
+        201,
+    )["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -239,7 +297,10 @@ fn main() {
             std::thread::spawn(move || {
                 let mut c = Conn::open(&socket);
                 (0..per_client)
-                    .map(|_| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c))).ok())
+                    .map(|_| {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c)))
+                            .ok()
+                    })
                     .collect::<Vec<_>>()
             })
         })
@@ -270,7 +331,12 @@ fn main() {
     if idle > 0 {
         let before = mem_available_kib();
         let ids: Vec<String> = (0..idle)
-            .map(|_| conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"].as_str().unwrap().to_owned())
+            .map(|_| {
+                conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect();
         std::thread::sleep(Duration::from_secs(3));
         let after = mem_available_kib();

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use cordon_session::{CreateSession, EndCause, Engine, EngineConfig, ExecRequest, PoolConfig, Spawner};
+use cordon_session::{
+    CreateSession, EndCause, Engine, EngineConfig, ExecRequest, PoolConfig, Spawner,
+};
 
 fn pct(v: &mut [Duration], p: f64) -> f64 {
     v.sort();
@@ -46,8 +48,14 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
-    let idle: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(0);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(200);
+    let idle: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0);
     let spawner = Spawner::fork().unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -223,8 +223,8 @@ impl Engine {
         parts: &Parts,
         spec: &cordon_jail::Spec,
     ) -> Result<()> {
-        let same_limits = serde_json::to_value(&base.limits).ok()
-            == serde_json::to_value(&spec.limits).ok();
+        let same_limits =
+            serde_json::to_value(&base.limits).ok() == serde_json::to_value(&spec.limits).ok();
         if spec.binds.is_empty() && spec.files.is_empty() && same_limits {
             return Ok(());
         }
@@ -428,7 +428,9 @@ async fn end_sandbox(pidfd: &OwnedFd, cgroup_dirs: &[PathBuf]) -> bool {
             #[allow(deprecated)]
             let watch = AsyncFd::with_interest(own, tokio::io::Interest::READABLE);
             match watch {
-                Ok(fd) => tokio::time::timeout(END_TIMEOUT, fd.readable()).await.is_ok(),
+                Ok(fd) => tokio::time::timeout(END_TIMEOUT, fd.readable())
+                    .await
+                    .is_ok(),
                 Err(_) => false,
             }
         }

@@ -46,14 +46,15 @@ pub struct PoolStats {
 impl PoolStats {
     /// Several pools' counters added up.
     pub fn sum(all: Vec<PoolStats>) -> PoolStats {
-        all.into_iter().fold(PoolStats::default(), |a, b| PoolStats {
-            enabled: a.enabled || b.enabled,
-            ready: a.ready + b.ready,
-            target: a.target + b.target,
-            hits: a.hits + b.hits,
-            misses: a.misses + b.misses,
-            discarded: a.discarded + b.discarded,
-        })
+        all.into_iter()
+            .fold(PoolStats::default(), |a, b| PoolStats {
+                enabled: a.enabled || b.enabled,
+                ready: a.ready + b.ready,
+                target: a.target + b.target,
+                hits: a.hits + b.hits,
+                misses: a.misses + b.misses,
+                discarded: a.discarded + b.discarded,
+            })
     }
 }
 
@@ -279,7 +280,10 @@ mod tests {
             path: "/etc/ssl/certs/ca-certificates.crt".into(),
             contents: b"x".to_vec(),
         });
-        assert!(same_shape(&base, &files), "overlay files are placed at claim time");
+        assert!(
+            same_shape(&base, &files),
+            "overlay files are placed at claim time"
+        );
         let mut staged = base.clone();
         staged.staged.push(cordon_jail::StagedBind {
             lower: "/srv".into(),

@@ -98,7 +98,11 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     assert_eq!((exit.exit_code, exit.reason), (3, ExitReason::Exited));
     assert_eq!((out.as_str(), err.as_str()), ("hi\n", "oops\n"));
 
-    let (exit, ..) = run(&sb, &["sh", "-c", "echo kept > /tmp/state; echo also > notes"]).await;
+    let (exit, ..) = run(
+        &sb,
+        &["sh", "-c", "echo kept > /tmp/state; echo also > notes"],
+    )
+    .await;
     assert_eq!(exit.exit_code, 0);
     let (_, out, _) = run(&sb, &["cat", "/tmp/state", "/workspace/notes"]).await;
     assert_eq!(
@@ -202,9 +206,20 @@ async fn reattach_after_exit(engine: &Engine) {
 async fn network_namespace_keeps_abstract_sockets_apart(engine: &Engine) {
     let mut unix = spec();
     unix.allow_unix_sockets = true;
-    let make = |spec: cordon_jail::Spec| CreateSession { spec, idle_timeout: None, ttl: None, owner: "t".into() };
-    let a = engine.create(make(unix.clone())).await.unwrap_or_else(|e| panic!("{e}"));
-    let b = engine.create(make(unix)).await.unwrap_or_else(|e| panic!("{e}"));
+    let make = |spec: cordon_jail::Spec| CreateSession {
+        spec,
+        idle_timeout: None,
+        ttl: None,
+        owner: "t".into(),
+    };
+    let a = engine
+        .create(make(unix.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = engine
+        .create(make(unix))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     // An abstract unix socket a listens on (a background exec).
     let listener = a
         .exec(ExecRequest {
@@ -217,12 +232,20 @@ async fn network_namespace_keeps_abstract_sockets_apart(engine: &Engine) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let (events, _) = listener.events_after(1).await;
-    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::Output { data, .. } if data.starts_with(b"up"))), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::Output { data, .. } if data.starts_with(b"up"))),
+        "{events:?}"
+    );
     let connect = "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0cordon-abstract'); print('connected')\nexcept OSError as e: print('refused', e.errno)";
     let (_, out, _) = run(&a, &["python3", "-c", connect]).await;
     assert_eq!(out.trim(), "connected", "a reaches its own abstract socket");
     let (_, out, _) = run(&b, &["python3", "-c", connect]).await;
-    assert!(out.starts_with("refused"), "b cannot reach a's abstract socket: {out}");
+    assert!(
+        out.starts_with("refused"),
+        "b cannot reach a's abstract socket: {out}"
+    );
     engine.shutdown().await;
 }
 
@@ -232,7 +255,12 @@ async fn landlock_scopes_abstract_sockets_to_their_exec(engine: &Engine) {
     let mut unix = spec();
     unix.allow_unix_sockets = true;
     let a = engine
-        .create(CreateSession { spec: unix, idle_timeout: None, ttl: None, owner: "t".into() })
+        .create(CreateSession {
+            spec: unix,
+            idle_timeout: None,
+            ttl: None,
+            owner: "t".into(),
+        })
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let b = a.clone();
@@ -248,12 +276,23 @@ async fn landlock_scopes_abstract_sockets_to_their_exec(engine: &Engine) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let (events, _) = listener.events_after(1).await;
-    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::Output { data, .. } if data.starts_with(b"up"))), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::Output { data, .. } if data.starts_with(b"up"))),
+        "{events:?}"
+    );
     let connect = "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect('\\0cordon-abstract'); print('connected')\nexcept OSError as e: print('refused', e.errno)";
     let (_, out, _) = run(&a, &["python3", "-c", connect]).await;
-    assert!(out.starts_with("refused"), "a sibling exec is refused by Landlock: {out}");
+    assert!(
+        out.starts_with("refused"),
+        "a sibling exec is refused by Landlock: {out}"
+    );
     let (_, out, _) = run(&b, &["python3", "-c", connect]).await;
-    assert!(out.starts_with("refused"), "b cannot reach a's abstract socket: {out}");
+    assert!(
+        out.starts_with("refused"),
+        "b cannot reach a's abstract socket: {out}"
+    );
     engine.shutdown().await;
 }
 
@@ -291,10 +330,29 @@ async fn sessions_do_not_share_tmp(engine: &Engine) {
     // namespace alone must keep the abstract socket apart.
     let mut unix = spec();
     unix.allow_unix_sockets = true;
-    let make = |spec: cordon_jail::Spec| CreateSession { spec, idle_timeout: None, ttl: None, owner: "t".into() };
-    let a = engine.create(make(unix.clone())).await.unwrap_or_else(|e| panic!("{e}"));
-    let b = engine.create(make(unix)).await.unwrap_or_else(|e| panic!("{e}"));
-    run(&a, &["sh", "-c", "echo secret > /tmp/a-only; echo secret > /dev/shm/a-only"]).await;
+    let make = |spec: cordon_jail::Spec| CreateSession {
+        spec,
+        idle_timeout: None,
+        ttl: None,
+        owner: "t".into(),
+    };
+    let a = engine
+        .create(make(unix.clone()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = engine
+        .create(make(unix))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    run(
+        &a,
+        &[
+            "sh",
+            "-c",
+            "echo secret > /tmp/a-only; echo secret > /dev/shm/a-only",
+        ],
+    )
+    .await;
     let (exit, ..) = run(&b, &["test", "-e", "/tmp/a-only"]).await;
     assert_eq!(exit.exit_code, 1, "b does not see a's /tmp");
     let (exit, ..) = run(&b, &["test", "-e", "/dev/shm/a-only"]).await;
@@ -303,14 +361,24 @@ async fn sessions_do_not_share_tmp(engine: &Engine) {
     // A SysV shared memory segment made in a.
     let (exit, out, err) = run(
         &a,
-        &["python3", "-c", "import ctypes; l=ctypes.CDLL(None); print(l.shmget(0x4242, 4096, 0o1666))"],
+        &[
+            "python3",
+            "-c",
+            "import ctypes; l=ctypes.CDLL(None); print(l.shmget(0x4242, 4096, 0o1666))",
+        ],
     )
     .await;
     assert_eq!(exit.exit_code, 0, "{err}");
-    assert!(out.trim().parse::<i64>().is_ok_and(|id| id >= 0), "a made a segment: {out}");
+    assert!(
+        out.trim().parse::<i64>().is_ok_and(|id| id >= 0),
+        "a made a segment: {out}"
+    );
     let probe = "import ctypes; l=ctypes.CDLL(None); print(l.shmget(0x4242, 0, 0o666))";
     let (_, out, _) = run(&a, &["python3", "-c", probe]).await;
-    assert!(out.trim().parse::<i64>().is_ok_and(|id| id >= 0), "a finds its own segment");
+    assert!(
+        out.trim().parse::<i64>().is_ok_and(|id| id >= 0),
+        "a finds its own segment"
+    );
     let (_, out, _) = run(&b, &["python3", "-c", probe]).await;
     assert_eq!(out.trim(), "-1", "b cannot find a's segment");
 
@@ -386,9 +454,23 @@ async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
     let (exit, ..) = run(&sb, &["sh", "-c", "echo x > /etc/cordon-late-file"]).await;
     assert_ne!(exit.exit_code, 0, "an overlay file is read-only");
     let (_, out, _) = run(&sb, &["ls", "-a", "/"]).await;
-    assert!(!out.contains(".cordon-stage"), "no staging directory is left: {out}");
-    let (_, out, _) = run(&sb, &["cat", "/proc/sys/user/max_mnt_namespaces", "/proc/sys/user/max_user_namespaces"]).await;
-    assert_eq!(out, "0\n0\n", "the claim's mount-namespace allowance is taken back");
+    assert!(
+        !out.contains(".cordon-stage"),
+        "no staging directory is left: {out}"
+    );
+    let (_, out, _) = run(
+        &sb,
+        &[
+            "cat",
+            "/proc/sys/user/max_mnt_namespaces",
+            "/proc/sys/user/max_user_namespaces",
+        ],
+    )
+    .await;
+    assert_eq!(
+        out, "0\n0\n",
+        "the claim's mount-namespace allowance is taken back"
+    );
     let (_, _, err) = run(
         &sb,
         &["sh", "-c", "for i in $(seq 30); do sleep 3 & done; wait"],
