@@ -111,7 +111,17 @@ fn serve(socket: &UnixStream, parent: i32) -> i32 {
         let _ = rustix::stdio::dup2_stdin(&null);
     }
     // Removes every group this process made if it dies, even by SIGKILL.
-    let _sweeper = GroupSweeper::start();
+    let _sweeper = match GroupSweeper::start() {
+        Ok(sweeper) => Some(sweeper),
+        Err(e) => {
+            // Not silent: without it, a SIGKILL of the server leaves the
+            // sandboxes' cgroups until the next start sweeps stale ones.
+            eprintln!(
+                "cordon: cannot start the cgroup sweeper ({e}); if this server is killed, its sandboxes' cgroups stay until the next start removes them"
+            );
+            None
+        }
+    };
     let mut live: HashMap<String, LiveSandbox> = HashMap::new();
     loop {
         let mut fds = [rustix::event::PollFd::new(
