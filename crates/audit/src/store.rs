@@ -591,6 +591,23 @@ impl AuditStore {
         }
     }
 
+    /// The newest run whose start record's `enforcement` has `field` equal
+    /// to `value` (e.g. the server's sandbox runs carry
+    /// `{"sandbox": id}`); `None` when there is none.
+    pub fn run_started_with(&self, field: &str, value: &str) -> Result<Option<String>, AuditError> {
+        self.conn
+            .query_row(
+                "SELECT run_id FROM records
+                 WHERE kind = ?1 AND json_valid(body)
+                   AND json_extract(body, '$.enforcement.' || ?2) = ?3
+                 ORDER BY seq DESC LIMIT 1",
+                params![KIND_RUN_STARTED, field, value],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(self.sql())
+    }
+
     /// Everything about one run (full id or unique prefix), in order, with
     /// the code and profile it referenced.
     pub fn show(&self, run_id: &str) -> Result<RunView, AuditError> {

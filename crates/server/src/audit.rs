@@ -69,6 +69,16 @@ impl AuditLog {
         );
     }
 
+    /// The store's path; `None` when auditing is off.
+    pub fn store_path(&self) -> Option<&std::path::Path> {
+        self.inner.writer.as_ref().map(AuditWriter::path)
+    }
+
+    /// The run of a live sandbox.
+    pub fn live_run(&self, sandbox: &str) -> Option<String> {
+        self.inner.runs.lock().ok()?.get(sandbox).cloned()
+    }
+
     /// This server's own run id.
     pub fn server_run(&self) -> &str {
         &self.inner.server_run

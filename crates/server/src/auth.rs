@@ -1,6 +1,11 @@
 //! Who is calling: the unix socket's caller is the owner (the socket is
 //! 0600 and its peer's uid is checked at accept); a TCP caller is the
-//! token whose secret it presents as `Authorization: Bearer`.
+//! token whose secret it presents as `Authorization: Bearer`. A browser
+//! logged in to the web console presents its console session cookie
+//! instead, and on every request that changes something the session's
+//! CSRF token as `X-CSRF-Token` (see [`crate::console`]). A browser's
+//! cross-site request that would change something is refused whatever it
+//! carries.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -77,8 +82,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let transport = req.extensions().get::<Transport>().copied();
     let caller = match transport {
-        Some(Transport::Unix) => Ok(Caller::owner()),
-        Some(Transport::Tcp) => from_bearer(&state, &req),
+        Some(t) => resolve(&state, &req, t),
         None => Err(ApiError::unauthorized("unknown transport")),
     };
     match caller {
@@ -87,6 +91,19 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             next.run(req).await
         }
         Err(e) => e.into_response(),
+    }
+}
+
+fn resolve(state: &AppState, req: &Request, transport: Transport) -> Result<Caller, ApiError> {
+    crate::console::refuse_cross_site(req.method(), req.headers())?;
+    if !req.headers().contains_key(AUTHORIZATION) {
+        if let Some(cookie) = crate::console::session_cookie(req.headers()) {
+            return crate::console::caller(state, req.method(), req.headers(), transport, cookie);
+        }
+    }
+    match transport {
+        Transport::Unix => Ok(Caller::owner()),
+        Transport::Tcp => from_bearer(state, req),
     }
 }
 

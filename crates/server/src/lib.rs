@@ -12,13 +12,17 @@
 //! authentication, the request bound), [`routes`] (the handlers),
 //! [`planning`] (request -> spec, within the caller's ceiling), [`state`]
 //! ([`AppState`], [`AppState::session_for`]), [`audit`], [`tokens`],
-//! [`files`] and [`contexts`] (their own routes on the same state).
+//! [`files`] and [`contexts`] (their own routes on the same state),
+//! [`timeline`] (the audit store read back: a sandbox's timeline, the
+//! chain's check) and [`console`] (the web console at `/ui`: its page,
+//! login, and the cookie side of authentication).
 
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod audit;
 pub mod auth;
+pub mod console;
 pub mod contexts;
 pub mod egress;
 pub mod error;
@@ -33,6 +37,7 @@ pub mod router;
 pub mod routes;
 mod serve;
 pub mod state;
+pub mod timeline;
 pub mod tokens;
 pub mod wire;
 

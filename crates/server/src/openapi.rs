@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{exec, meta, sandboxes};
 use crate::wire;
-use crate::{contexts, files};
+use crate::{contexts, files, timeline};
 
 struct Bearer;
 
@@ -26,13 +26,14 @@ impl Modify for Bearer {
     info(
         title = "cordon serve",
         version = "1",
-        description = "Long-lived sandboxes over HTTP. The unix socket's caller is the owner; over TCP every request needs `Authorization: Bearer TOKEN`. See docs/api.md."
+        description = "Long-lived sandboxes over HTTP. The unix socket's caller is the owner; over TCP every request needs `Authorization: Bearer TOKEN` (or the web console's session cookie, with `X-CSRF-Token` on every request that changes something). See docs/api.md."
     ),
     paths(
         sandboxes::create, sandboxes::list, sandboxes::show, sandboxes::delete,
         exec::exec, exec::processes, exec::output, exec::signal, exec::stdin,
         files::read, files::write, files::delete,
         contexts::create, contexts::list, contexts::run, contexts::remove,
+        timeline::timeline, timeline::verify,
         meta::health, meta::openapi,
     ),
     components(schemas(
@@ -44,6 +45,7 @@ impl Modify for Bearer {
         files::ListingView, files::EntryView,
         contexts::CreateContext, contexts::ContextView, contexts::ContextList, contexts::RunCell,
         contexts::CellReply, contexts::CellErrorView,
+        timeline::Timeline, timeline::TimelineEntry, timeline::VerifyView, timeline::ProblemView,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

@@ -39,9 +39,11 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(crate::files::router())
         .merge(crate::contexts::router())
+        .merge(crate::timeline::router())
         .route_layer(from_fn_with_state(state.clone(), authenticate))
         .route("/v1/health", get(meta::health))
         .route("/v1/openapi.json", get(meta::openapi))
+        .merge(crate::console::router())
         .fallback(|| async {
             ApiError::not_found("no such route").with_fix("see GET /v1/openapi.json for the routes")
         })

@@ -80,6 +80,8 @@ struct Inner {
     requests: Arc<tokio::sync::Semaphore>,
     files: crate::files::FilesState,
     contexts: crate::contexts::Contexts,
+    console: cordon_console::ConsoleSessions,
+    verifier: crate::timeline::Verifier,
 }
 
 impl AppState {
@@ -103,6 +105,8 @@ impl AppState {
                 requests,
                 files: crate::files::FilesState::default(),
                 contexts: crate::contexts::Contexts::default(),
+                console: cordon_console::ConsoleSessions::default(),
+                verifier: crate::timeline::Verifier::default(),
             }),
         }
     }
@@ -135,6 +139,16 @@ impl AppState {
     /// The sandboxes' code contexts.
     pub fn contexts(&self) -> &crate::contexts::Contexts {
         &self.inner.contexts
+    }
+
+    /// The web console's sessions (cookie logins).
+    pub fn console(&self) -> &cordon_console::ConsoleSessions {
+        &self.inner.console
+    }
+
+    /// The audit chain's check, one at a time and briefly remembered.
+    pub(crate) fn verifier(&self) -> &crate::timeline::Verifier {
+        &self.inner.verifier
     }
 
     pub(crate) fn requests(&self) -> &Arc<tokio::sync::Semaphore> {

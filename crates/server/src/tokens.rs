@@ -168,6 +168,12 @@ impl TokenStore {
         Ok(self.list()?.into_iter().find(|t| t.sha256 == hash))
     }
 
+    /// The token whose secret has this digest (a console session holds the
+    /// digest of the token it was made with, never the secret).
+    pub fn by_digest(&self, sha256: &str) -> Result<Option<TokenRecord>, TokenError> {
+        Ok(self.list()?.into_iter().find(|t| t.sha256 == sha256))
+    }
+
     /// Make a token; returns the secret (shown once, never stored).
     pub fn create(&self, name: &str, ceiling: Ceiling) -> Result<String, TokenError> {
         if !valid_name(name) {
