@@ -39,6 +39,10 @@ bash .ci/pyclient.sh test
 # and Streamable HTTP).
 bash .ci/mcp.sh test
 
+# The web console in headless Chromium against the real `cordon serve`
+# (a screenshot is kept under target/console-test/).
+bash .ci/console.sh test
+
 # The proxy's parsers under cargo-fuzz for a short, fixed time (nightly
 # only; the stable randomized parser test above always runs).
 if cargo +nightly --version >/dev/null 2>&1; then

@@ -31,6 +31,7 @@ pub fn asset(name: &str) -> Option<Asset> {
             include_str!("../assets/app.js"),
         ),
         "app.css" => ("text/css; charset=utf-8", include_str!("../assets/app.css")),
+        "icon.svg" => ("image/svg+xml", include_str!("../assets/icon.svg")),
         _ => return None,
     };
     Some(Asset { content_type, body })
