@@ -207,6 +207,11 @@
     }
   }
 
+  function expiry(a) {
+    const at = a.expires_unix_ms ?? a.expires_at;
+    return at ? when(timeOf(at)) : "–";
+  }
+
   async function refreshApprovals() {
     if (!approvalsAvailable) return;
     const res = await api("GET", "/v1/approvals?state=pending");
@@ -265,7 +270,8 @@
         el("dt", { text: "Reason" }), el("dd", { text: a.reason || "–" }),
         el("dt", { text: "Risk" }), el("dd", { text: (a.risk || []).join(", ") || "none found" }),
         el("dt", { text: "Rule" }), el("dd", { text: rule || "–" }),
-        el("dt", { text: "Expires" }), el("dd", { text: a.expires_at ? when(timeOf(a.expires_at)) : "–" }),
+        el("dt", { text: "A longer grant covers" }), el("dd", { text: a.grant_subject ? subjectText(a.grant_subject) : subject }),
+        el("dt", { text: "Expires" }), el("dd", { text: expiry(a) }),
       ),
       el(
         "div",

@@ -129,16 +129,80 @@ fn action_summary(action: &str, d: &Value) -> (&'static str, String) {
             "exec",
             format!("{} {}", a.replace('_', " "), word(d, "context")),
         ),
-        a if ["approv", "grant", "decision", "policy", "ask"]
-            .iter()
-            .any(|k| a.contains(k)) =>
-        {
-            (
-                "approval",
-                format!("{} {}", a.replace('_', " "), compact(d)),
-            )
+        "decision" => ("approval", decision_summary(d)),
+        a if a.starts_with("approval_") || a.starts_with("grant_") => {
+            ("approval", approval_summary(a, d))
         }
         a => ("action", format!("{} {}", a.replace('_', " "), compact(d))),
+    }
+}
+
+/// An approval's (or grant's, or action's) subject in a few words:
+/// `{"kind": "exec", "argv_prefix": [..]}` -> `exec git push`.
+fn subject_text(v: &Value) -> String {
+    let kind = word(v, "kind");
+    let what = match kind.as_str() {
+        "exec" => argv_text(v.get("argv_prefix").unwrap_or(&v["argv"])),
+        "egress" => format!("{}:{}", word(v, "host"), word(v, "port")),
+        "path" | "file_read" | "file_write" => word(v, "path"),
+        "bind" => word(v, "host_path"),
+        "tool" | "tool_call" => format!("{}/{}", word(v, "server"), word(v, "tool")),
+        "create" | "create_sandbox" => word(v, "profile"),
+        "secret" | "use_secret" => word(v, "name"),
+        "promote" => word(v, "run"),
+        _ => compact(v),
+    };
+    format!("{kind} {what}")
+}
+
+/// A policy decision: what the policy said, what happened, which rule.
+fn decision_summary(d: &Value) -> String {
+    let rule = &d["rule"];
+    let grant = match d.get("grant").and_then(Value::as_str) {
+        Some(g) => format!(", grant {g}"),
+        None => String::new(),
+    };
+    format!(
+        "policy {} -> {}: {} (rule {} at {}:{}{grant})",
+        word(d, "effect"),
+        word(d, "outcome"),
+        subject_text(&d["action"]),
+        word(rule, "id"),
+        word(rule, "file"),
+        word(rule, "line"),
+    )
+}
+
+/// An approval asked, answered or expired; a grant started or ended.
+fn approval_summary(action: &str, d: &Value) -> String {
+    match action {
+        "approval_created" => format!(
+            "approval asked: {} ({})",
+            subject_text(&d["subject"]),
+            word(d, "reason")
+        ),
+        "approval_decided" => format!(
+            "approval {} by {}: {} (scope {})",
+            word(d, "state"),
+            word(d, "decided_by"),
+            subject_text(&d["subject"]),
+            word(&d["scope"], "kind"),
+        ),
+        "approval_expired" => format!(
+            "approval expired unanswered: {}",
+            subject_text(&d["subject"])
+        ),
+        "grant_started" => format!(
+            "grant started: {} (scope {})",
+            subject_text(&d["subject"]),
+            word(&d["scope"], "kind")
+        ),
+        "grant_ended" => format!(
+            "grant ended ({}): {}",
+            word(d, "why"),
+            subject_text(&d["grant"]["subject"])
+        ),
+        a => format!("{} {}", a.replace('_', " "), compact(d)),
     }
 }
 
