@@ -38,6 +38,7 @@ mod event;
 pub mod http1;
 mod identity;
 mod limits;
+mod live;
 mod proxy;
 mod rules;
 pub mod sni;
@@ -55,6 +56,7 @@ pub use event::{
     NullSink, Protocol, REDACTED,
 };
 pub use identity::{Identity, InjectWhere, SecretBinding};
+pub use live::LiveGrants;
 pub use proxy::{
     Approver, BoxFuture, DenyApprover, Egress, EgressSummary, EventWriter, InterceptedTunnel,
     LimitRefusal, PlainHttpWatch, ProxyHandle, RequestGate, SecretNote, TlsInterceptor,

@@ -25,6 +25,7 @@ use crate::http1::{
     ResponseHead, Target, MAX_HEAD,
 };
 use crate::limits::{Applicable, LimitHit, Limiter};
+use crate::live::{Cut, LiveGrants, CONNECTION};
 use crate::rules::DestHost;
 use crate::sni::{parse_client_hello, HelloError, MAX_CLIENT_HELLO};
 use crate::stream::{BufStream, Meter, Metered, TunnelStream, HIT_CAP, HIT_RATE};
@@ -251,6 +252,8 @@ struct Shared {
     stats: Stats,
     /// Relay tunnels with splice(2) (off: copy through user space).
     splice: bool,
+    /// Hosts granted while it runs (crate::live).
+    live: Option<LiveGrants>,
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -282,6 +285,7 @@ impl Egress {
                 limiter,
                 stats: Stats::default(),
                 splice: std::env::var_os("CORDON_EGRESS_NO_SPLICE").is_none(),
+                live: None,
             }),
             threads: 1,
         })
@@ -309,6 +313,13 @@ impl Egress {
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
+    }
+
+    /// Consults `grants` for every attempt the allow rules do not cover
+    /// (deny rules still win); revoking a grant cuts the connections it
+    /// admitted. See [`LiveGrants`].
+    pub fn with_live_grants(self, grants: LiveGrants) -> Self {
+        self.edit(|s| s.live = Some(grants))
     }
 
     /// Hands TLS tunnels to chosen hosts to an interceptor.
@@ -439,12 +450,15 @@ async fn run(
                     shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                     let shared = shared.clone();
                     let mut stop = stop_rx.clone();
-                    tasks.spawn(async move {
+                    let cut = Arc::new(Cut::default());
+                    tasks.spawn(CONNECTION.scope(cut.clone(), async move {
                         tokio::select! {
                             () = handle_connection(shared, stream) => {}
                             () = stopped(&mut stop) => {}
+                            // A grant that admitted it was revoked.
+                            () = cut.wait() => {}
                         }
-                    });
+                    }));
                 }
                 Err(e) => {
                     // Out of descriptors and the like: back off instead of spinning.
@@ -627,6 +641,9 @@ impl Shared {
         }
         if let Some(r) = cfg.allow.iter().find(|r| r.matches(host, port)) {
             return Ok(format!("allow:{r}"));
+        }
+        if let Some(id) = self.live.as_ref().and_then(|g| g.admit(host, port)) {
+            return Ok(format!("grant:{id}"));
         }
         if cfg.on_unlisted == Unlisted::Ask
             && self.approver.decide(&cfg.sandbox_id, host, port).await

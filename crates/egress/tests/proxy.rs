@@ -1373,3 +1373,80 @@ fn non_tls_tunnels_pass_and_tls_lookalikes_are_judged() {
         ]
     );
 }
+
+/// A host granted while the proxy runs is reachable from the next attempt;
+/// revoking the grant refuses the next attempt and cuts the tunnel the grant
+/// opened (a long-lived connection does not outlive it), while a tunnel the
+/// static rules allowed stays up. A deny rule beats a grant.
+#[test]
+fn live_grants_widen_and_revoke_cuts_open_tunnels() {
+    let echo = echo_server();
+    let grants = cordon_egress::LiveGrants::new();
+    let g2 = grants.clone();
+    let p = Proxy::start_with(
+        EgressConfig {
+            allow: rules(&["static.test"]),
+            deny: rules(&["denied.test"]),
+            resolve_overrides: overrides(&[
+                ("echo.test:7000", echo),
+                ("static.test:7000", echo),
+                ("denied.test:7000", echo),
+            ]),
+            ..Default::default()
+        },
+        move |e| e.with_live_grants(g2),
+    );
+    let open = |target: &str| {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
+            .unwrap();
+        let code = read_response_head_only(&mut s).0;
+        (code, s)
+    };
+    let echoes = |s: &mut TcpStream| {
+        s.write_all(b"hi").is_ok() && {
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b).is_ok() && &b == b"hi"
+        }
+    };
+    assert_eq!(open("echo.test:7000").0, 403, "not granted yet");
+    grants.grant(
+        "g-echo",
+        cordon_egress::HostRule::parse("echo.test:7000").unwrap(),
+    );
+    grants.grant(
+        "g-deny",
+        cordon_egress::HostRule::parse("denied.test").unwrap(),
+    );
+    assert_eq!(open("denied.test:7000").0, 403, "a deny rule beats a grant");
+    let (code, mut granted) = open("echo.test:7000");
+    assert_eq!(code, 200);
+    assert!(echoes(&mut granted));
+    let (code, mut fixed) = open("static.test:7000");
+    assert_eq!(code, 200);
+    assert!(echoes(&mut fixed));
+    assert_eq!(grants.open_connections("g-echo"), 1);
+    assert_eq!(grants.revoke("g-echo"), Some(1));
+    // The granted tunnel is closed by the proxy: end-of-file, not a timeout.
+    let start = Instant::now();
+    let mut rest = Vec::new();
+    let n = granted.read_to_end(&mut rest).unwrap_or(0);
+    assert_eq!(n, 0, "nothing more arrives on the cut tunnel");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "cut, not timed out"
+    );
+    assert_eq!(
+        open("echo.test:7000").0,
+        403,
+        "refused again after the revoke"
+    );
+    assert!(echoes(&mut fixed), "the statically allowed tunnel stays up");
+    let (ev, _) = p.finish();
+    assert!(
+        ev.iter()
+            .any(|e| e.rule == "grant:g-echo" && e.decision == Decision::Allow),
+        "{ev:#?}"
+    );
+}
