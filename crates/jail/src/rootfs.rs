@@ -617,10 +617,86 @@ fn place_files_late(root: BorrowedFd<'_>, files: &[crate::spec::FileOverlay]) ->
 /// Detached copies of each bind's source with the bind's flags already
 /// set, opened without following any symlink.
 pub(crate) fn clone_all(binds: &[PlannedBind]) -> Result<Vec<OwnedFd>> {
-    binds
+    let sources: Vec<&Path> = binds.iter().map(|b| b.path.as_path()).collect();
+    clone_all_from(&sources, binds)
+}
+
+/// Like [`clone_all`] with each bind's tree taken from its own host path
+/// (`sources[i]` for `binds[i]`).
+pub(crate) fn clone_all_from(sources: &[&Path], binds: &[PlannedBind]) -> Result<Vec<OwnedFd>> {
+    sources
         .iter()
-        .map(|b| clone_tree(open_host_path(&b.path, OFlags::empty())?.as_fd(), "", b))
+        .zip(binds)
+        .map(|(src, b)| clone_tree(open_host_path(src, OFlags::empty())?.as_fd(), "", b))
         .collect()
+}
+
+/// Refuse a live bind whose mount point the sandbox could move: every
+/// directory above it that exists must be on a read-only mount inside the
+/// sandbox (nothing there can be renamed or replaced by a symlink), so the
+/// path still names the mount when it is detached. Run in the sandbox's
+/// mount namespace.
+pub(crate) fn check_live_target(path: &Path) -> Result<()> {
+    let refuse = |why: String| {
+        fs_err(
+            format!("{}: {why}", path.display()),
+            Some("give a sandbox path outside the trees the sandbox can write (/tmp, /workspace, writable binds), e.g. /mnt/NAME"),
+        )
+    };
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(refuse("not an absolute path without . or ..".into()));
+    }
+    let top = path.components().nth(1).map(|c| c.as_os_str().to_owned());
+    if matches!(
+        top.as_deref().and_then(|t| t.to_str()),
+        Some("proc" | "dev" | "sys") | None
+    ) {
+        return Err(refuse("not a path a host directory may be bound at".into()));
+    }
+    let root = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| fs_err(format!("cannot open the sandbox's root: {e}"), None))?;
+    for dir in path.ancestors().skip(1).filter(|d| *d != Path::new("/")) {
+        let opened = rustix::fs::openat2(
+            &root,
+            relative(dir),
+            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::BENEATH,
+        );
+        let fd = match opened {
+            Ok(fd) => fd,
+            // Made by cordon, in the read-only directory above.
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(refuse(format!("{}: {e}", dir.display()))),
+        };
+        let st = rustix::fs::fstatvfs(&fd)
+            .map_err(|e| refuse(format!("cannot inspect {}: {e}", dir.display())))?;
+        if !st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+            return Err(refuse(format!(
+                "{} is writable inside the sandbox, so the sandbox could move the mount point away before the grant ends",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Detach the mount at `path` (a live bind; see [`check_live_target`] for
+/// why the path still names it). Run in the sandbox's mount namespace.
+pub(crate) fn detach_late(path: &Path) -> Result<()> {
+    rustix::mount::unmount(
+        path,
+        rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW,
+    )
+    .map_err(|e| fs_err(format!("cannot unmount {}: {e}", path.display()), None))
 }
 
 /// Open a host path `O_PATH` (plus `extra`) without following any symlink

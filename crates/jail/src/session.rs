@@ -569,7 +569,8 @@ impl LiveSandbox {
                 })?;
         }
         if !binds.is_empty() || !spec.files.is_empty() {
-            self.attach_binds(&binds, &spec.files)?;
+            let sources: Vec<&std::path::Path> = binds.iter().map(|b| b.path.as_path()).collect();
+            self.attach_binds(&binds, &sources, &spec.files, false)?;
         }
         Ok(LateConfig {
             binds,
@@ -587,70 +588,193 @@ impl LiveSandbox {
     /// inside the sandbox's user namespace (allowing itself that one
     /// namespace and taking the allowance back), as the init does when it
     /// builds a root.
+    /// `sources[i]` is the host path of `binds[i]` (its `path` is where it
+    /// goes in the sandbox). `live`: the sandbox is running, so the mount
+    /// point must be one it cannot move (crate::rootfs::check_live_target).
     fn attach_binds(
         &mut self,
         binds: &[LateBind],
+        sources: &[&std::path::Path],
         files: &[crate::spec::FileOverlay],
+        live: bool,
     ) -> Result<()> {
-        let paths: Vec<&std::path::Path> = binds.iter().map(|b| b.path.as_path()).collect();
         let identity =
-            crate::identity::Identity::prepare(IsolationLevel::Namespaces, &paths, false);
+            crate::identity::Identity::prepare(IsolationLevel::Namespaces, sources, false);
         let idmapped = identity.idmapped;
-        let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| JailError::io("pipe", e.into()))?;
-        let Some((userns, mntns)) = self.namespaces.as_ref() else {
-            return Err(JailError::setup(
+        let (userns, mntns) = self.namespace_fds()?;
+        let what = if live {
+            "cannot bind the path into the running sandbox"
+        } else {
+            "cannot attach the declared paths to a pooled sandbox"
+        };
+        run_helper(what, || {
+            let attach = Attach {
+                binds,
+                sources,
+                idmapped,
+                files,
+                live,
+            };
+            attach_in_sandbox(userns, mntns, attach)
+        })
+    }
+
+    /// The sandbox's user and mount namespaces (opened when it was made).
+    fn namespace_fds(&self) -> Result<(BorrowedFd<'_>, BorrowedFd<'_>)> {
+        match self.namespaces.as_ref() {
+            Some((userns, mntns)) => Ok((userns.as_fd(), mntns.as_fd())),
+            None => Err(JailError::setup(
                 Layer::UserNamespace,
                 "the sandbox's namespaces could not be opened when it was made",
                 None,
+            )),
+        }
+    }
+}
+
+/// Fork a helper that runs `main` and wait for it: `Ok` when it
+/// succeeded, else its error's text under `what`. Single-threaded callers
+/// only.
+fn run_helper(what: &str, main: impl FnOnce() -> Result<()>) -> Result<()> {
+    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| JailError::io("pipe", e.into()))?;
+    let helper = sys::fork().map_err(|e| JailError::io("fork", e))?;
+    let Some(helper) = helper else {
+        let code = match main() {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = sys::write_all_fd(wr.as_raw_fd(), e.to_string().as_bytes());
+                1
+            }
+        };
+        sys::exit_now(code)
+    };
+    drop(wr);
+    helper_result(helper, &rd, what)
+}
+
+/// Wait for a helper forked by [`LiveSandbox`]: `Ok` when it exited 0,
+/// else its message (written to `rd`) under `what`.
+fn helper_result(helper: libc::pid_t, rd: &OwnedFd, what: &str) -> Result<()> {
+    let mut message = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = rustix::io::read(rd, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        message.extend_from_slice(&buf[..n]);
+    }
+    let (_, status, _) =
+        sys::wait4(helper, 0).map_err(|e| JailError::io("wait for the bind helper", e))?;
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok(());
+    }
+    Err(JailError::setup(
+        Layer::Filesystem,
+        format!("{what}: {}", String::from_utf8_lossy(&message)),
+        None,
+    ))
+}
+
+/// What the bind helper attaches.
+struct Attach<'a> {
+    binds: &'a [LateBind],
+    sources: &'a [&'a std::path::Path],
+    idmapped: Vec<OwnedFd>,
+    files: &'a [crate::spec::FileOverlay],
+    live: bool,
+}
+
+/// The declared binds of `spec` as its init knows them (Landlock), for a
+/// sandbox built from it (not claimed): the starting point of
+/// [`LateConfig::binds`] when the session widens later.
+pub fn planned_binds(spec: &Spec) -> Result<Vec<LateBind>> {
+    Ok(Plan::new(spec)?.user_binds().to_vec())
+}
+
+/// A host path bound into a running sandbox (a live widening): the tree
+/// at `host_path` appears at `path` inside, read-only unless `writable`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveBind {
+    pub host_path: PathBuf,
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+impl LiveSandbox {
+    /// Bind `bind` into the running sandbox (from a helper that joins its
+    /// namespaces, as for a claim). Returns the bind as later execs'
+    /// Landlock rules must know it (tell the init with
+    /// [`InitOrder::Configure`]). The mount point must be one the sandbox
+    /// cannot move (every directory above it read-only inside), so that
+    /// [`LiveSandbox::detach_live`] finds it. Single-threaded callers only.
+    pub fn attach_live(&mut self, bind: &LiveBind) -> Result<LateBind> {
+        let meta = std::fs::symlink_metadata(&bind.host_path).map_err(|e| {
+            JailError::setup(
+                Layer::Filesystem,
+                format!("{}: {e}", bind.host_path.display()),
+                Some("name an existing host path"),
+            )
+        })?;
+        let planned = LateBind {
+            path: bind.path.clone(),
+            writable: bind.writable,
+            dir: meta.is_dir(),
+        };
+        let sources = [bind.host_path.as_path()];
+        self.attach_binds(std::slice::from_ref(&planned), &sources, &[], true)?;
+        Ok(planned)
+    }
+
+    /// Detach the live bind at `path` inside the sandbox (lazily: the
+    /// mount leaves the sandbox's tree at once). Single-threaded callers
+    /// only.
+    pub fn detach_live(&mut self, path: &std::path::Path) -> Result<()> {
+        let (userns, mntns) = self.namespace_fds()?;
+        run_helper("cannot unbind the path from the running sandbox", || {
+            detach_in_sandbox(userns, mntns, path)
+        })
+    }
+
+    /// Set the sandbox's cgroup memory and process limits (`None`:
+    /// unlimited), v1 or v2, for everything running in it now and later.
+    pub fn set_limits(&mut self, memory: Option<u64>, pids: Option<u64>) -> Result<()> {
+        let Some(group) = self.groups.group.as_ref() else {
+            return Err(JailError::setup(
+                Layer::Cgroup,
+                "this sandbox has no cgroup, so its limits cannot change while it runs",
+                Some("run cordon serve where cgroups can be delegated (see `cordon doctor`)"),
             ));
         };
-        let (userns, mntns) = (userns.as_fd(), mntns.as_fd());
-        let helper = sys::fork().map_err(|e| JailError::io("fork", e))?;
-        let Some(helper) = helper else {
-            let code = match attach_in_sandbox(userns, mntns, binds, idmapped, files) {
-                Ok(()) => 0,
-                Err(e) => {
-                    let _ = sys::write_all_fd(wr.as_raw_fd(), e.to_string().as_bytes());
-                    1
-                }
-            };
-            sys::exit_now(code)
-        };
-        drop(wr);
-        let mut message = Vec::new();
-        let mut buf = [0u8; 1024];
-        while let Ok(n) = rustix::io::read(&rd, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            message.extend_from_slice(&buf[..n]);
-        }
-        let (_, status, _) =
-            sys::wait4(helper, 0).map_err(|e| JailError::io("wait for the bind helper", e))?;
-        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-            return Ok(());
-        }
-        Err(JailError::setup(
-            Layer::Filesystem,
-            format!(
-                "cannot attach the declared paths to a pooled sandbox: {}",
-                String::from_utf8_lossy(&message)
-            ),
-            None,
-        ))
+        group.set_limits(memory, pids).map_err(|e| {
+            JailError::setup(Layer::Cgroup, format!("cannot set the limits: {e}"), None)
+        })
     }
+}
+
+/// In the unbind helper: join the sandbox's namespaces and detach.
+fn detach_in_sandbox(
+    userns: BorrowedFd<'_>,
+    mntns: BorrowedFd<'_>,
+    path: &std::path::Path,
+) -> Result<()> {
+    let io = |what: &'static str| move |e: std::io::Error| JailError::io(what, e);
+    sys::setns(userns, libc::CLONE_NEWUSER).map_err(io("join the sandbox's user namespace"))?;
+    crate::identity::become_sandbox_user(false).map_err(io("take the sandbox's identity"))?;
+    sys::setns(mntns, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
+    crate::rootfs::detach_late(path)
 }
 
 /// In the bind helper: copy the binds' sources, join the sandbox's mount
 /// namespace and attach them there.
-fn attach_in_sandbox(
-    userns: BorrowedFd<'_>,
-    mntns: BorrowedFd<'_>,
-    binds: &[LateBind],
-    idmapped: Vec<OwnedFd>,
-    files: &[crate::spec::FileOverlay],
-) -> Result<()> {
+fn attach_in_sandbox(userns: BorrowedFd<'_>, mntns: BorrowedFd<'_>, a: Attach<'_>) -> Result<()> {
+    let Attach {
+        binds,
+        sources,
+        idmapped,
+        files,
+        live,
+    } = a;
     let io = |what: &str| {
         let what = what.to_owned();
         move |e: std::io::Error| JailError::io(what, e)
@@ -678,11 +802,16 @@ fn attach_in_sandbox(
     let attached = (|| {
         let trees = if copies > 0 {
             sys::unshare(libc::CLONE_NEWNS).map_err(io("unshare the mount namespace"))?;
-            crate::rootfs::clone_all(binds)?
+            crate::rootfs::clone_all_from(sources, binds)?
         } else {
             idmapped
         };
         sys::setns(mntns, libc::CLONE_NEWNS).map_err(io("join the sandbox's mount namespace"))?;
+        if live {
+            for b in binds {
+                crate::rootfs::check_live_target(&b.path)?;
+            }
+        }
         crate::rootfs::attach_late(binds, trees, files)
     })();
     if let Some(limit) = &limit {

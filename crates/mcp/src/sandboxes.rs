@@ -185,6 +185,7 @@ impl Sandboxes {
                 listener,
                 self.inner.audit.clone(),
                 plan.identity.clone(),
+                session.live_grants(),
             ) {
                 Ok(stop) => Some(stop),
                 Err(e) => {

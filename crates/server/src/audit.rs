@@ -149,6 +149,12 @@ impl AuditLog {
         self.action_by(caller.name(), action, sandbox, detail);
     }
 
+    /// [`AuditLog::record`] for an actor named directly (a grant given
+    /// on someone's decision).
+    pub fn record_by(&self, actor: &str, action: &str, sandbox: Option<&str>, detail: Value) {
+        self.action_by(actor, action, sandbox, detail);
+    }
+
     fn action_by(&self, actor: &str, action: &str, sandbox: Option<&str>, detail: Value) {
         let run = self.run_of(sandbox);
         self.append(

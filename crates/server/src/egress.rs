@@ -46,6 +46,7 @@ pub fn start(
     listener: std::net::TcpListener,
     audit: AuditLog,
     identity: Option<cordon_egress::Identity>,
+    grants: cordon_egress::LiveGrants,
 ) -> Result<oneshot::Sender<()>, ApiError> {
     let config = cordon_plan::egress::config(profile, sandbox, &[]);
     let mut egress = cordon_egress::Egress::new(config)
@@ -59,7 +60,8 @@ pub fn start(
         audit,
         sandbox: sandbox.to_owned(),
     });
-    egress = egress.with_sink(sink);
+    // Hosts granted while it runs (crate::grants).
+    egress = egress.with_sink(sink).with_live_grants(grants);
     if let Some(id) = identity {
         egress = egress.with_tls_interceptor(Arc::new(id));
     }

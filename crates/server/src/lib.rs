@@ -12,9 +12,9 @@
 //! authentication, the request bound), [`routes`] (the handlers),
 //! [`planning`] (request -> spec, within the caller's ceiling), [`state`]
 //! ([`AppState`], [`AppState::session_for`]), [`audit`], [`tokens`],
-//! [`files`] and [`contexts`] (their own routes on the same state),
-//! [`timeline`] (the audit store read back: a sandbox's timeline, the
-//! chain's check) and [`console`] (the web console at `/ui`: its page,
+//! [`files`], [`contexts`] and [`grants`] (their own routes on the same
+//! state), [`timeline`] (the audit store read back: a sandbox's timeline,
+//! the chain's check) and [`console`] (the web console at `/ui`: its page,
 //! login, and the cookie side of authentication).
 
 #![forbid(unsafe_code)]
@@ -28,6 +28,7 @@ pub mod egress;
 pub mod error;
 pub mod extract;
 pub mod files;
+pub mod grants;
 pub mod listen;
 mod lost;
 pub mod openapi;

@@ -7,7 +7,7 @@ use utoipa::{Modify, OpenApi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes::{exec, meta, sandboxes};
 use crate::wire;
-use crate::{contexts, files, timeline};
+use crate::{contexts, files, grants, timeline};
 
 struct Bearer;
 
@@ -34,6 +34,7 @@ impl Modify for Bearer {
         files::read, files::write, files::delete,
         contexts::create, contexts::list, contexts::run, contexts::remove,
         timeline::timeline, timeline::verify,
+        grants::create, grants::list, grants::remove,
         meta::health, meta::openapi,
     ),
     components(schemas(
@@ -46,6 +47,7 @@ impl Modify for Bearer {
         contexts::CreateContext, contexts::ContextView, contexts::ContextList, contexts::RunCell,
         contexts::CellReply, contexts::CellErrorView,
         timeline::Timeline, timeline::TimelineEntry, timeline::VerifyView, timeline::ProblemView,
+        grants::GrantRequest, grants::GrantView, grants::GrantList,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

@@ -40,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::files::router())
         .merge(crate::contexts::router())
         .merge(crate::timeline::router())
+        .merge(crate::grants::router())
         .route_layer(from_fn_with_state(state.clone(), authenticate))
         .route("/v1/health", get(meta::health))
         .route("/v1/openapi.json", get(meta::openapi))

@@ -80,12 +80,13 @@ impl Control {
         }
     }
 
-    /// Tell a claimed pooled sandbox's init its binds and limits.
+    /// Tell the init the binds and limits later execs follow (a claimed
+    /// pooled sandbox's, a widened or narrowed session's).
     pub(crate) async fn configure(&self, config: cordon_jail::session::LateConfig) -> Result<()> {
-        match self
-            .exec(InitOrder::Configure { id: 0, config }, &[])
-            .await?
-        {
+        let id = self
+            .next_internal_id
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        match self.exec(InitOrder::Configure { id, config }, &[]).await? {
             InitReply::Configured { .. } => Ok(()),
             other => Err(SessionError::Invalid(format!(
                 "unexpected answer: {other:?}"

@@ -18,6 +18,7 @@ use crate::error::{Result, SessionError};
 use crate::process::ExecRequest;
 pub use crate::process::Process;
 use crate::spawner::{read_frame_with_fds, write_frame, Reply, Request, Spawner};
+use crate::widen::{ActiveWidening, Widening, WideningId};
 
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
@@ -300,7 +301,7 @@ impl Engine {
             },
             None => self.build(req.spec.clone()).await?,
         };
-        let session = Session::assemble(req, &self.inner.config, parts);
+        let session = Session::assemble(req, self, parts);
         let id = session.id().to_owned();
         self.inner
             .sessions
@@ -326,7 +327,7 @@ impl Engine {
 
     /// One request to the spawner and its reply (on a blocking thread: the
     /// spawner answers one request at a time).
-    async fn ask(&self, request: Request) -> Result<(Reply, Vec<OwnedFd>)> {
+    pub(crate) async fn ask(&self, request: Request) -> Result<(Reply, Vec<OwnedFd>)> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let socket = inner.spawner.lock().map_err(|_| poisoned())?;
@@ -444,7 +445,7 @@ async fn end_sandbox(pidfd: &OwnedFd, cgroup_dirs: &[PathBuf]) -> bool {
 }
 
 /// A reply other than the one asked for, as an error.
-fn failure(reply: Reply) -> SessionError {
+pub(crate) fn failure(reply: Reply) -> SessionError {
     match reply {
         Reply::Failed {
             layer: Some(layer),
@@ -504,10 +505,14 @@ pub struct Session {
     processes: Mutex<Vec<Arc<Process>>>,
     next_process: AtomicU64,
     event_buffer: usize,
+    /// The engine, for changes made through the spawner (widenings).
+    engine: std::sync::Weak<Inner>,
+    widenings: crate::widen::Widenings,
 }
 
 impl Session {
-    fn assemble(req: CreateSession, config: &EngineConfig, parts: Parts) -> Arc<Session> {
+    fn assemble(req: CreateSession, engine: &Engine, parts: Parts) -> Arc<Session> {
+        let config = &engine.inner.config;
         Arc::new(Session {
             id: parts.id,
             owner: req.owner,
@@ -529,6 +534,8 @@ impl Session {
             processes: Mutex::new(Vec::new()),
             next_process: AtomicU64::new(1),
             event_buffer: config.event_buffer,
+            engine: Arc::downgrade(&engine.inner),
+            widenings: crate::widen::Widenings::default(),
         })
     }
 
@@ -598,6 +605,81 @@ impl Session {
     /// sandbox's and it can do no more than the sandbox could.
     pub fn host_ids(&self) -> Option<(u32, u32)> {
         self.pipe_owner
+    }
+
+    /// The egress hosts granted while it runs, which its proxy consults
+    /// per connection: give it to the proxy
+    /// (`cordon_egress::Egress::with_live_grants`).
+    pub fn live_grants(&self) -> cordon_egress::LiveGrants {
+        self.widenings.grants.clone()
+    }
+
+    fn widen_target(&self) -> Result<crate::widen::Target<'_>> {
+        let inner = self
+            .engine
+            .upgrade()
+            .ok_or_else(|| SessionError::Ended("the engine is shutting down".into()))?;
+        Ok(crate::widen::Target {
+            engine: Engine { inner },
+            id: &self.id,
+            spec: &self.spec,
+            control: &self.control,
+            has_cgroup: !self.cgroup_dirs.is_empty(),
+        })
+    }
+
+    /// Widen the running sandbox; returns once the change is in effect
+    /// (the next connection, exec or allocation sees it).
+    pub async fn widen(&self, w: Widening) -> Result<WideningId> {
+        self.ensure_running()?;
+        self.widenings.widen(&self.widen_target()?, w, None).await
+    }
+
+    /// [`Session::widen`], narrowed by itself at `until` when given.
+    pub async fn widen_until(
+        self: &Arc<Self>,
+        w: Widening,
+        until: Option<SystemTime>,
+    ) -> Result<WideningId> {
+        self.ensure_running()?;
+        let id = self
+            .widenings
+            .widen(&self.widen_target()?, w, until)
+            .await?;
+        if let Some(at) = until {
+            crate::widen::expire_at(Arc::downgrade(self), id.clone(), at);
+        }
+        Ok(id)
+    }
+
+    /// Undo widening `id` exactly; returns once it is out of effect. A
+    /// bind that cannot be detached ends the session instead: a revoked
+    /// path must not stay reachable.
+    pub async fn narrow(&self, id: WideningId) -> Result<()> {
+        self.ensure_running()?;
+        let bind = self
+            .active_widenings()
+            .iter()
+            .any(|a| a.id == id && matches!(a.widening, Widening::Bind { .. }));
+        let result = self.widenings.narrow(&self.widen_target()?, &id).await;
+        if let (Err(e), true) = (&result, bind) {
+            tracing::warn!(session = %self.id, grant = %id, "a bind could not be taken out; ending the sandbox: {e}");
+            self.mark_ended(EndCause::Deleted);
+        }
+        result
+    }
+
+    /// The widenings in force.
+    pub fn widenings(&self) -> Vec<(WideningId, Widening)> {
+        self.active_widenings()
+            .into_iter()
+            .map(|a| (a.id, a.widening))
+            .collect()
+    }
+
+    /// The widenings in force, with when each ends by itself.
+    pub fn active_widenings(&self) -> Vec<ActiveWidening> {
+        self.widenings.list()
     }
 
     /// Note activity (resets the idle timeout).

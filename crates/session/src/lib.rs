@@ -31,6 +31,7 @@ mod pool;
 mod process;
 mod random;
 mod spawner;
+mod widen;
 
 pub use context::{CellError, CellResult, CodeContext, Language, DEFAULT_CELL_TIMEOUT};
 pub use engine::{
@@ -40,3 +41,4 @@ pub use engine::{
 pub use pool::{PoolConfig, PoolStats};
 pub use process::{Event, EventKind, ExecRequest, ExecUsage, ExitInfo, ExitReason, StreamName};
 pub use spawner::Spawner;
+pub use widen::{ActiveWidening, Widening, WideningId};

@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cordon_jail::session::{start_session, GroupSweeper, LiveSandbox};
+use cordon_jail::session::{start_session, GroupSweeper, LiveBind, LiveSandbox};
 use cordon_jail::{Enforcement, JailError, Layer, Spec};
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -47,6 +47,22 @@ pub(crate) enum Request {
         id: String,
         spec: Box<Spec>,
     },
+    /// Bind a host path into a running sandbox (a widening).
+    AttachLive {
+        id: String,
+        bind: LiveBind,
+    },
+    /// Take a live bind out again.
+    DetachLive {
+        id: String,
+        path: PathBuf,
+    },
+    /// Set the sandbox's cgroup limits (`None`: unlimited).
+    SetLimits {
+        id: String,
+        memory: Option<u64>,
+        pids: Option<u64>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -72,6 +88,12 @@ pub(crate) enum Reply {
     Claimed {
         config: cordon_jail::session::LateConfig,
     },
+    /// A live bind is attached; later execs' Landlock must know `bind`.
+    Attached {
+        bind: cordon_jail::session::LateBind,
+    },
+    /// A detach or a limit change is done.
+    Done,
 }
 
 /// Handle to the spawner process: the engine's end of its socket.
@@ -197,23 +219,47 @@ fn handle(
             Err(e) => write_frame(socket, &failed(e), &[]),
         },
         Request::Claim { id, spec } => {
-            let reply = match live.get_mut(&id) {
-                Some(sandbox) => match sandbox.claim(&spec) {
-                    Ok(config) => Reply::Claimed { config },
-                    Err(e) => failed(e),
-                },
-                None => Reply::Failed {
-                    layer: None,
-                    message: format!("no sandbox {id}"),
-                    fix: None,
-                },
-            };
+            let reply = on_live(live, &id, |s| {
+                s.claim(&spec).map(|config| Reply::Claimed { config })
+            });
+            write_frame(socket, &reply, &[])
+        }
+        Request::AttachLive { id, bind } => {
+            let reply = on_live(live, &id, |s| {
+                s.attach_live(&bind).map(|bind| Reply::Attached { bind })
+            });
+            write_frame(socket, &reply, &[])
+        }
+        Request::DetachLive { id, path } => {
+            let reply = on_live(live, &id, |s| s.detach_live(&path).map(|()| Reply::Done));
+            write_frame(socket, &reply, &[])
+        }
+        Request::SetLimits { id, memory, pids } => {
+            let reply = on_live(live, &id, |s| {
+                s.set_limits(memory, pids).map(|()| Reply::Done)
+            });
             write_frame(socket, &reply, &[])
         }
         Request::Destroy { id } => {
             let groups_removed = live.remove(&id).is_none_or(|mut s| s.end().groups_removed);
             write_frame(socket, &Reply::Destroyed { groups_removed }, &[])
         }
+    }
+}
+
+/// Do `f` to sandbox `id`; its error, or a missing sandbox, as a reply.
+fn on_live(
+    live: &mut HashMap<String, LiveSandbox>,
+    id: &str,
+    f: impl FnOnce(&mut LiveSandbox) -> std::result::Result<Reply, JailError>,
+) -> Reply {
+    match live.get_mut(id) {
+        Some(sandbox) => f(sandbox).unwrap_or_else(failed),
+        None => Reply::Failed {
+            layer: None,
+            message: format!("no sandbox {id}"),
+            fix: None,
+        },
     }
 }
 

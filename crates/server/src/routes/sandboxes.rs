@@ -97,6 +97,7 @@ pub async fn create(
                 listener,
                 state.audit().clone(),
                 plan.identity.clone(),
+                session.live_grants(),
             ) {
                 Ok(stop) => Some(stop),
                 Err(e) => {
