@@ -63,18 +63,7 @@ impl Server {
     }
 
     fn token(&self, args: &[&str]) -> String {
-        let out = Command::new(cordon_bin())
-            .args(["token", "create"])
-            .args(args)
-            .env("CORDON_STATE_DIR", self.dir.path().join("state"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        create_token(&self.dir.path().join("state"), args)
     }
 
     /// One request over the unix socket (the owner).

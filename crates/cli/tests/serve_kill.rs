@@ -8,28 +8,13 @@
 mod common;
 use common::*;
 
-use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 fn request(socket: &std::path::Path, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = UnixStream::connect(socket).unwrap();
+    let s = UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
+    http_request(s, method, path, None, body)
 }
 
 /// The direct children of `pid` (its spawner, among them).

@@ -645,3 +645,47 @@ pub fn start_serve(dir: &Path, flags: &[&str]) -> (std::process::Child, serde_js
     });
     (child, ready)
 }
+
+/// One HTTP/1.0 request on `s` (the server answers unchunked and closes):
+/// the status and the body. `token` is sent as a bearer token.
+pub fn http_request(
+    mut s: impl std::io::Read + std::io::Write,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+/// `cordon token create ARGS` against the state directory `state` of a
+/// server; the token's secret.
+pub fn create_token(state: &Path, args: &[&str]) -> String {
+    let out = Command::new(cordon_bin())
+        .args(["token", "create"])
+        .args(args)
+        .env("CORDON_STATE_DIR", state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
