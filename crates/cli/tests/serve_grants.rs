@@ -316,7 +316,11 @@ fn raised_limits_hold_inside_and_narrowing_restores_them() {
     // The soft "Max processes" an exec gets (RLIMIT_NPROC).
     let nproc = |s: &Serve| {
         let (_, out, _) = s.sh(&sb, "grep 'Max processes' /proc/self/limits");
-        out.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap()
+        out.split_whitespace()
+            .nth(2)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
     };
     let (code, out, _) = s.sh(&sb, alloc);
     assert_ne!(code, 0, "400 MiB is over 256M: {out}");

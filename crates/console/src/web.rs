@@ -121,7 +121,10 @@ mod tests {
             host
         ));
         assert!(!cross_site(false, Some("none"), None, host));
-        assert!(!cross_site(false, Some("same-origin"), Some("null"), host), "Sec-Fetch-Site decides");
+        assert!(
+            !cross_site(false, Some("same-origin"), Some("null"), host),
+            "Sec-Fetch-Site decides"
+        );
         assert!(cross_site(false, Some("cross-site"), None, host));
         assert!(cross_site(false, Some("same-site"), None, host));
         assert!(cross_site(false, None, Some("http://evil.example"), host));
