@@ -8,7 +8,12 @@
 //! `permit`, then the default. Every [`Decision`] names the rule that
 //! decided with its file and line.
 
+pub mod cases;
+mod context;
+mod engine;
 mod error;
+mod locate;
+mod rules;
 mod types;
 
 pub use error::{AuthzError, Diagnostic};
@@ -17,19 +22,25 @@ pub use types::{
     ScopeKind, ACTION_KINDS,
 };
 
+pub use engine::SCHEMA;
+pub use rules::KNOWN_ANNOTATIONS;
+
 use std::path::Path;
+use std::sync::Arc;
 
 /// The synthetic file named by decisions that come from the profile or token.
 pub const PROFILE_FILE: &str = "<profile>";
 
 /// Decides requests. Cheap to share in an `Arc`; `Send + Sync`.
 #[derive(Debug, Clone, Default)]
-pub struct Authorizer {}
+pub struct Authorizer {
+    engine: Option<Arc<engine::Engine>>,
+}
 
 impl Authorizer {
     /// No policy file: every action gets its ceiling or its default verdict.
     pub fn builtin() -> Authorizer {
-        Authorizer {}
+        Authorizer { engine: None }
     }
 
     /// Reads and parses a policy file.
@@ -41,21 +52,32 @@ impl Authorizer {
         Authorizer::parse(&src, &path.display().to_string())
     }
 
-    /// Parses policy text; `file_name` is what decisions and errors name.
-    pub fn parse(_src: &str, file_name: &str) -> Result<Authorizer, AuthzError> {
-        Err(AuthzError::Invalid(vec![Diagnostic {
-            file: file_name.to_string(),
-            line: 0,
-            column: 0,
-            message: "policy files are not supported by this build yet".into(),
-            help: None,
-        }]))
+    /// Parses policy text and validates it against cordon's schema
+    /// ([`SCHEMA`]); `file_name` is what decisions and errors name.
+    pub fn parse(src: &str, file_name: &str) -> Result<Authorizer, AuthzError> {
+        let engine = engine::Engine::parse(src, file_name).map_err(AuthzError::Invalid)?;
+        Ok(Authorizer {
+            engine: Some(Arc::new(engine)),
+        })
+    }
+
+    /// How many rules the policy holds (0 for the builtin authorizer).
+    pub fn rule_count(&self) -> usize {
+        self.engine.as_ref().map_or(0, |e| e.len())
+    }
+
+    /// Warnings from validation (the policy still loads).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        self.engine.as_ref().map_or(&[], |e| &e.warnings)
     }
 
     /// Decides one request.
     pub fn decide(&self, req: &Request) -> Decision {
         if let Some(reason) = &req.ceiling {
             return ceiling_decision(reason);
+        }
+        if let Some(d) = self.engine.as_ref().and_then(|e| e.decide(req)) {
+            return d;
         }
         default_decision(&req.default)
     }

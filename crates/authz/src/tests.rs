@@ -65,3 +65,273 @@ fn authorizer_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Authorizer>();
 }
+
+const ALLOW: fn() -> DefaultVerdict = || DefaultVerdict::Allow {
+    rule: "profile:default".into(),
+};
+const DENY: fn() -> DefaultVerdict = || DefaultVerdict::Deny {
+    rule: "profile:default".into(),
+};
+
+fn exec(argv: &[&str], default: DefaultVerdict) -> Request {
+    Request::new(
+        Principal::named("ci"),
+        Action::Exec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+        },
+        default,
+    )
+}
+
+fn policy(src: &str) -> Authorizer {
+    match Authorizer::parse(src, "p.cedar") {
+        Ok(a) => a,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+const ORDER: &str = r#"
+@id("git-any")
+permit(principal, action == Action::"exec", resource)
+when { context.program == "git" };
+
+@id("git-push-asks")
+@ask
+@offer("once,session")
+permit(principal, action == Action::"exec", resource)
+when { context.command like "git push*" };
+
+@id("no-force")
+forbid(principal, action == Action::"exec", resource)
+when { context.argv.contains("--force") };
+
+@id("cargo-limited")
+@limit_memory("512MiB")
+@limit_pids("64")
+permit(principal, action == Action::"exec", resource == Program::"cargo");
+
+@id("cargo-tighter")
+@limit_memory("256MiB")
+@limit_timeout("30s")
+permit(principal, action == Action::"exec", resource == Program::"cargo")
+when { context.argv.contains("test") };
+"#;
+
+#[test]
+fn permit_allows_and_names_its_rule_and_line() {
+    let d = policy(ORDER).decide(&exec(&["git", "status"], DENY()));
+    assert_eq!(d.effect, Effect::Allow);
+    assert_eq!(
+        d.rule,
+        RuleRef {
+            id: "git-any".into(),
+            file: "p.cedar".into(),
+            line: 2
+        }
+    );
+    assert_eq!(d.source, DecisionSource::Permit);
+    assert!(!d.grantable());
+}
+
+#[test]
+fn ask_beats_permit() {
+    let d = policy(ORDER).decide(&exec(&["git", "push", "origin"], DENY()));
+    assert_eq!(d.effect, Effect::Ask);
+    assert_eq!(d.rule.id, "git-push-asks");
+    assert_eq!(d.rule.line, 6);
+    assert_eq!(d.offers, vec![ScopeKind::Once, ScopeKind::Session]);
+    assert!(d.grantable());
+}
+
+#[test]
+fn forbid_beats_ask_and_permit_and_is_not_grantable() {
+    let d = policy(ORDER).decide(&exec(&["git", "push", "--force"], ALLOW()));
+    assert_eq!(d.effect, Effect::Deny);
+    assert_eq!(d.rule.id, "no-force");
+    assert_eq!(d.rule.line, 12);
+    assert_eq!(d.source, DecisionSource::Forbid);
+    assert!(!d.grantable());
+}
+
+#[test]
+fn ceiling_beats_every_rule() {
+    let mut r = exec(&["git", "status"], ALLOW());
+    r.ceiling = Some("preset untrusted runs no git".into());
+    let d = policy(ORDER).decide(&r);
+    assert_eq!(d.effect, Effect::Deny);
+    assert_eq!(d.source, DecisionSource::Ceiling);
+    assert_eq!(d.rule.file, PROFILE_FILE);
+    assert!(!d.grantable());
+}
+
+#[test]
+fn nothing_matched_gives_the_default() {
+    let a = policy(ORDER);
+    let d = a.decide(&exec(&["ls"], DENY()));
+    assert_eq!(d.effect, Effect::Deny);
+    assert_eq!(d.source, DecisionSource::Default);
+    assert!(d.grantable());
+    let d = a.decide(&exec(&["ls"], ALLOW()));
+    assert_eq!(d.effect, Effect::Allow);
+    assert_eq!(d.rule.id, "profile:default");
+}
+
+#[test]
+fn limits_of_every_matching_permit_apply_tightest_wins() {
+    let a = policy(ORDER);
+    let d = a.decide(&exec(&["cargo", "build"], DENY()));
+    assert_eq!(
+        d.effect,
+        Effect::AllowWithLimits {
+            memory: Some(512 << 20),
+            pids: Some(64),
+            timeout_ms: None
+        }
+    );
+    assert_eq!(d.rule.id, "cargo-limited");
+    let d = a.decide(&exec(&["cargo", "test"], DENY()));
+    assert_eq!(
+        d.effect,
+        Effect::AllowWithLimits {
+            memory: Some(256 << 20),
+            pids: Some(64),
+            timeout_ms: Some(30_000)
+        }
+    );
+}
+
+#[test]
+fn ask_without_offer_offers_all_but_persistent() {
+    let a = policy("@ask permit(principal, action == Action::\"egress\", resource);");
+    let d = a.decide(&Request::new(
+        Principal::named("ci"),
+        Action::Egress {
+            host: "example.com".into(),
+            port: 443,
+        },
+        DENY(),
+    ));
+    assert_eq!(d.effect, Effect::Ask);
+    assert_eq!(d.rule.id, "policy0");
+    assert_eq!(d.rule.line, 1);
+    assert_eq!(d.offers, ScopeKind::default_offers());
+}
+
+#[test]
+fn a_forbid_that_errors_denies() {
+    // `context.time * 10000000000` overflows a Cedar Long: an evaluation
+    // error. Cedar skips an erroring policy; cordon denies when it is a forbid.
+    let src = r#"permit(principal, action, resource);
+           @id("overflowing-guard")
+           forbid(principal, action, resource) when { context.time * 10000000000 > 0 };"#;
+    let d = policy(src).decide(&exec(&["ls"], ALLOW()));
+    assert_eq!(d.effect, Effect::Deny, "{d:?}");
+    assert_eq!(d.rule.id, "overflowing-guard");
+    assert!(d.reason.contains("could not be evaluated"), "{}", d.reason);
+    assert!(!d.grantable());
+    // An erroring permit is skipped: the default decides.
+    let src = r#"permit(principal, action, resource) when { context.time * 10000000000 > 0 };"#;
+    let d = policy(src).decide(&exec(&["ls"], DENY()));
+    assert_eq!(d.source, DecisionSource::Default);
+}
+
+#[test]
+fn errors_name_file_line_and_fix() {
+    let err = Authorizer::parse(
+        "permit(principal, action, resource);\n\nforbid(principal, action == Action::\"exek\", resource);\n",
+        "bad.cedar",
+    )
+    .unwrap_err();
+    let d = &err.diagnostics()[0];
+    assert_eq!(d.file, "bad.cedar");
+    assert_eq!(d.line, 3, "{d}");
+    assert!(d.message.contains("exek"), "{d}");
+    assert!(d.help.is_some());
+
+    let err = Authorizer::parse("permit(principal, action resource);", "syn.cedar").unwrap_err();
+    assert_eq!(err.diagnostics()[0].line, 1);
+
+    let err =
+        Authorizer::parse("@asq permit(principal, action, resource);", "typo.cedar").unwrap_err();
+    assert!(err.diagnostics()[0].message.contains("@asq"), "{err}");
+
+    let err =
+        Authorizer::parse("@ask forbid(principal, action, resource);", "f.cedar").unwrap_err();
+    assert!(err.diagnostics()[0].message.contains("forbid"), "{err}");
+
+    let err = Authorizer::parse(
+        "@id(\"a\") permit(principal, action, resource);\n@id(\"a\") forbid(principal, action, resource);",
+        "dup.cedar",
+    )
+    .unwrap_err();
+    assert_eq!(err.diagnostics()[0].line, 2);
+}
+
+/// Every action kind's Cedar request matches the schema.
+#[test]
+fn every_action_kind_fits_the_schema() {
+    let schema = engine::schema().unwrap();
+    let names = context::Names::new().unwrap();
+    let actions = vec![
+        Action::CreateSandbox {
+            profile: "python".into(),
+        },
+        Action::Exec {
+            argv: vec!["git".into(), "push".into()],
+        },
+        Action::Exec { argv: vec![] },
+        Action::Egress {
+            host: "example.com".into(),
+            port: 443,
+        },
+        Action::FileRead {
+            path: "/work/a".into(),
+        },
+        Action::FileWrite {
+            path: "/work/a".into(),
+        },
+        Action::Bind {
+            host_path: "/data".into(),
+            writable: true,
+        },
+        Action::RaiseLimits {
+            memory: Some(1 << 30),
+            pids: None,
+        },
+        Action::RaiseLimits {
+            memory: None,
+            pids: Some(u64::MAX),
+        },
+        Action::UseSecret { name: "GH".into() },
+        Action::ToolCall {
+            server: "gh".into(),
+            tool: "create_issue".into(),
+            args_digest: "ab".into(),
+        },
+        Action::Promote {
+            run: "r1".into(),
+            paths: vec!["out/a".into()],
+        },
+    ];
+    let mut kinds = std::collections::HashSet::new();
+    for action in actions {
+        kinds.insert(action.kind());
+        let mut r = Request::new(
+            Principal {
+                name: "ci".into(),
+                preset: Some("trusted".into()),
+            },
+            action,
+            DENY(),
+        );
+        r.session = Some("sb_1".into());
+        r.findings = vec!["secret/aws".into()];
+        let p = context::build(&names, &r).unwrap();
+        if let Err(e) =
+            cedar_policy::Request::new(p.principal, p.action, p.resource, p.context, Some(&schema))
+        {
+            panic!("{}: {e}", r.action.kind());
+        }
+    }
+    assert_eq!(kinds.len(), ACTION_KINDS.len());
+}

@@ -11,6 +11,7 @@ mod learn;
 mod learn_cmd;
 mod mcp_cmd;
 mod mcp_wrap_cmd;
+mod policy_cmd;
 mod profile_cmd;
 mod run_cmd;
 mod sandbox_cmd;
@@ -37,7 +38,7 @@ pub const EXIT_CORDON: u8 = 125;
     long_about = "cordon runs a command in a fresh, kernel-enforced sandbox: only declared paths, \
                   no network, bounded CPU, memory, processes, disk, time and output, and nothing \
                   left running afterwards.",
-    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json\n  cordon serve --listen 127.0.0.1:7700 & cordon token create --name ci --preset low\n  SB=$(cordon sandbox create --preset low) && cordon sandbox exec $SB -- python3 -c 'print(6*7)'\n  cordon mcp                     # sandboxes as MCP tools for an agent (stdio)"
+    after_help = "Examples:\n  cordon run -- python3 -c 'print(1+1)'\n  cordon run --rw ./out --memory 512MiB --timeout 30s -- python3 job.py\n  cordon run --profile profiles/python.toml --report outcome.json -- pytest\n  cordon run --stage ./repo -- make fmt test && cordon changes RUN_ID\n  cordon learn -o tool.toml -- python3 tool.py\n  cordon scan --format sarif src/ > scan.sarif\n  cordon doctor --json\n  cordon policy explain policy.cedar --principal ci --egress api.github.com:443\n  cordon serve --listen 127.0.0.1:7700 & cordon token create --name ci --preset low\n  SB=$(cordon sandbox create --preset low) && cordon sandbox exec $SB -- python3 -c 'print(6*7)'\n  cordon mcp                     # sandboxes as MCP tools for an agent (stdio)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -60,6 +61,9 @@ enum Command {
     /// Inspect, check and explain profiles.
     #[command(subcommand)]
     Profile(profile_cmd::ProfileCommand),
+    /// Check, test and explain Cedar policy files (which actions are allowed, asked, denied).
+    #[command(subcommand)]
+    Policy(policy_cmd::PolicyCommand),
     /// Show what a staged run (`run --stage`) changed.
     Changes(stage_cmd::ChangesArgs),
     /// Apply a staged run's changes (all, or the named paths) to the host, atomically.
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Learn(args) => learn_cmd::run(*args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Profile(cmd) => profile_cmd::run(cmd),
+        Command::Policy(cmd) => policy_cmd::run(cmd),
         Command::Changes(args) => stage_cmd::changes(args),
         Command::Promote(args) => stage_cmd::promote(args),
         Command::Discard(args) => stage_cmd::discard(args),
