@@ -76,7 +76,7 @@ impl Scope {
 }
 
 /// Where an approval is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalState {
     Pending,
@@ -108,7 +108,7 @@ impl ApprovalState {
 }
 
 /// A question to a human: may this action happen?
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Approval {
     /// `ap_` and 16 hex digits.
     pub id: String,
@@ -117,23 +117,29 @@ pub struct Approval {
     pub principal: String,
     /// The subject's kind (`exec`, `egress`, ...).
     pub kind: String,
-    /// Exactly what was asked for.
+    /// Exactly what was asked for (`{"kind": "exec", "argv_prefix": [..]}`, ...).
+    #[schema(value_type = Object)]
     pub subject: Subject,
     /// What a grant longer than once would cover (narrowed).
+    #[schema(value_type = Object)]
     pub grant_subject: Subject,
     /// Why the policy asks.
     pub reason: String,
     /// Scanner findings about the action, when there are any.
     pub risk: Vec<String>,
-    /// The scopes the answer may choose from.
+    /// The scopes the answer may choose from (`once`, `session`, `duration`, `persistent`).
+    #[schema(value_type = Vec<String>)]
     pub offers: Vec<ScopeKind>,
     pub created_unix_ms: u64,
     pub expires_unix_ms: u64,
     pub state: ApprovalState,
     pub decided_by: Option<String>,
     pub decided_unix_ms: Option<u64>,
+    /// The scope of the answer: `{"kind": "duration", "seconds": 600}`.
+    #[schema(value_type = Option<Object>)]
     pub scope: Option<Scope>,
-    /// The rule that asked.
+    /// The rule that asked: `{"id", "file", "line"}`.
+    #[schema(value_type = Object)]
     pub rule: RuleRef,
     /// The grant the approval made, when approved.
     pub grant: Option<String>,

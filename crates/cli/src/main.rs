@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod api_client;
+mod approvals_cmd;
 mod audit_bridge;
 mod audit_cmd;
 mod doctor_cmd;
@@ -77,6 +78,8 @@ enum Command {
     Token(token_cmd::TokenCommand),
     /// Use the sandboxes of a running `cordon serve` (its API over the unix socket).
     Sandbox(sandbox_cmd::SandboxArgs),
+    /// List and answer the approvals of a running `cordon serve` (its API over the unix socket).
+    Approvals(approvals_cmd::ApprovalsArgs),
     /// Delete what promotions and discards set aside in the stage store
     /// (started by them in the background).
     #[command(name = "__reap-stages", hide = true)]
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(*args),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Sandbox(args) => sandbox_cmd::run(args),
+        Command::Approvals(args) => approvals_cmd::run(args),
         Command::Mcp(args) => mcp_cmd::run(*args),
         Command::Audit(args) => {
             audit_cmd::run(args).map(|code| u8::try_from(code.clamp(0, 255)).unwrap_or(1))

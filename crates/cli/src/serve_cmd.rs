@@ -12,7 +12,7 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --max-file-size 64M --files-quota 512M\n  cordon serve --warm 4 --warm-preset untrusted --warm-preset low\n  cordon serve --warm 16 --warm-auto                # pool sized from the claim rate\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
+    after_help = "Examples:\n  cordon serve                                  # unix socket only, owner only\n  cordon serve --listen 127.0.0.1:7700          # also TCP: bearer tokens required\n  cordon serve --socket /tmp/cordon.sock --max-sandboxes 50\n  cordon serve --max-file-size 64M --files-quota 512M\n  cordon serve --warm 4 --warm-preset untrusted --warm-preset low\n  cordon serve --warm 16 --warm-auto                # pool sized from the claim rate\n  cordon serve --policy policy.cedar --approval-timeout 5m\n  cordon serve --policy policy.cedar --approval-webhook http://127.0.0.1:9000/approvals\n  cordon serve --print-openapi > docs/openapi.json\n\nOn start it prints one JSON line: {\"socket\", \"listen\", \"pid\"}.\nAPI: docs/api.md; tokens: cordon token create --help"
 )]
 pub struct ServeArgs {
     /// Also listen on this TCP address (every request needs a token).
@@ -65,6 +65,19 @@ pub struct ServeArgs {
     /// Bytes the files API may write into one sandbox, all files together (beyond: 507).
     #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
     files_quota: u64,
+    /// A Cedar policy file deciding every action (exec, files, egress,
+    /// secrets, creates); without it each action gets what its profile or
+    /// token says. Persistent approvals are appended to it.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// How long an approval waits for an answer before it expires (the
+    /// action is then refused with `approval_expired`).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    approval_timeout: Duration,
+    /// POST each new approval as JSON to this http:// URL (failures are
+    /// logged; nothing waits for it).
+    #[arg(long, value_name = "URL")]
+    approval_webhook: Option<String>,
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -155,6 +168,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let pools = warm_pools(&args)?;
+    let webhook = args
+        .approval_webhook
+        .as_deref()
+        .map(cordon_server::Webhook::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if args.approval_timeout.is_zero() {
+        anyhow::bail!("--approval-timeout must be more than 0 (e.g. 2m)");
+    }
     let audit_path = audit_path(args.audit.clone(), args.no_audit)?;
     let opts = cordon_server::ServeOptions {
         socket: args
@@ -180,6 +202,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
             ..Default::default()
         },
         argv: std::env::args().collect(),
+        approvals: cordon_server::ApprovalOptions {
+            policy: args.policy.clone(),
+            store: cordon_server::paths::approvals_file(),
+            timeout: args.approval_timeout,
+            webhook,
+        },
     };
     let (spawner, runtime) = spawner_then_runtime()?;
     runtime.block_on(cordon_server::serve(spawner, opts))?;

@@ -8,7 +8,7 @@ use cordon_server::tokens::{Ceiling, TokenStore};
 pub enum TokenCommand {
     /// Make a token and print it (once: only its hash is kept).
     #[command(
-        after_help = "Examples:\n  cordon token create --name ci-agent --preset low --max-sandboxes 20\n  cordon token create --name scraper --preset medium --allow-net pypi.org --allow-net '*.pythonhosted.org' --memory 1G\n\nThe token is printed on stdout once; send it as `Authorization: Bearer TOKEN`."
+        after_help = "Examples:\n  cordon token create --name ci-agent --preset low --max-sandboxes 20\n  cordon token create --name scraper --preset medium --allow-net pypi.org --allow-net '*.pythonhosted.org' --memory 1G\n  cordon token create --name reviewer --approver     # may answer other tokens' approvals\n\nThe token is printed on stdout once; send it as `Authorization: Bearer TOKEN`."
     )]
     Create(CreateArgs),
     /// List the tokens and their ceilings (never the secrets).
@@ -42,6 +42,10 @@ pub struct CreateArgs {
     /// A host pattern its sandboxes may be allowed to reach (repeat).
     #[arg(long = "allow-net", value_name = "HOST")]
     allow_net: Vec<String>,
+    /// The token may answer approvals of other tokens (never its own):
+    /// `cordon approvals`, `POST /v1/approvals/{id}`, the console.
+    #[arg(long)]
+    approver: bool,
     /// Print {"name", "token", "ceiling"} as JSON.
     #[arg(long)]
     json: bool,
@@ -68,11 +72,11 @@ pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {
                 allow_net: a.allow_net,
                 max_sandboxes: a.max_sandboxes,
             };
-            let secret = store.create(&a.name, ceiling.clone())?;
+            let secret = store.create_with(&a.name, ceiling.clone(), a.approver)?;
             if a.json {
                 println!(
                     "{}",
-                    serde_json::json!({"name": a.name, "token": secret, "ceiling": ceiling})
+                    serde_json::json!({"name": a.name, "token": secret, "ceiling": ceiling, "approver": a.approver})
                 );
             } else {
                 println!("{secret}");
@@ -88,7 +92,7 @@ pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {
             if json {
                 let list: Vec<_> = tokens
                     .iter()
-                    .map(|t| serde_json::json!({"name": t.name, "created_unix_ms": t.created_unix_ms, "ceiling": t.ceiling}))
+                    .map(|t| serde_json::json!({"name": t.name, "created_unix_ms": t.created_unix_ms, "ceiling": t.ceiling, "approver": t.approver}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&list)?);
             } else if tokens.is_empty() {
@@ -97,7 +101,7 @@ pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {
                 for t in tokens {
                     let c = &t.ceiling;
                     println!(
-                        "{}\tpreset<={}\tmax_sandboxes={}\tmemory={}\tpids={}\thosts={}",
+                        "{}\tpreset<={}\tmax_sandboxes={}\tmemory={}\tpids={}\thosts={}{}",
                         t.name,
                         c.preset,
                         c.max_sandboxes,
@@ -107,7 +111,8 @@ pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {
                             "-".into()
                         } else {
                             c.allow_net.join(",")
-                        }
+                        },
+                        if t.approver { "\tapprover" } else { "" }
                     );
                 }
             }

@@ -186,6 +186,7 @@ impl Sandboxes {
                 self.inner.audit.clone(),
                 plan.identity.clone(),
                 session.live_grants(),
+                None,
             ) {
                 Ok(stop) => Some(stop),
                 Err(e) => {

@@ -184,6 +184,41 @@ impl AuditLog {
     }
 }
 
+/// Every decision of the Gate is a `decision` record (under the sandbox's
+/// run when it is about one) with the rule that made it.
+impl cordon_approvals::DecisionLog for AuditLog {
+    fn decided(&self, r: &cordon_approvals::DecisionRecord) {
+        let detail = serde_json::to_value(r).unwrap_or(Value::Null);
+        self.action_by(&r.principal, "decision", r.session.as_deref(), detail);
+    }
+}
+
+impl AuditLog {
+    /// An approval was asked, answered or expired (`approval_created`,
+    /// `approval_decided`, `approval_expired`), or a grant started or ended.
+    pub fn approval_event(&self, e: &cordon_approvals::ApprovalEvent) {
+        use cordon_approvals::ApprovalEvent as E;
+        let (actor, action, session, detail) = match e {
+            E::Created(a) => (a.principal.clone(), "approval_created", a.session.clone(), serde_json::to_value(a)),
+            E::Decided(a) => (
+                a.decided_by.clone().unwrap_or_default(),
+                "approval_decided",
+                a.session.clone(),
+                serde_json::to_value(a),
+            ),
+            E::Expired(a) => ("server".into(), "approval_expired", a.session.clone(), serde_json::to_value(a)),
+            E::GrantStarted(g) => ("server".into(), "grant_started", g.session.clone(), serde_json::to_value(g)),
+            E::GrantEnded { grant, why } => (
+                "server".into(),
+                "grant_ended",
+                grant.session.clone(),
+                serde_json::to_value(json!({"grant": grant, "why": why})),
+            ),
+        };
+        self.action_by(&actor, action, session.as_deref(), detail.unwrap_or(Value::Null));
+    }
+}
+
 fn ended(reason: EndReason) -> RunEnded {
     RunEnded {
         reason,

@@ -29,6 +29,8 @@ pub enum Transport {
 pub struct Caller {
     name: String,
     ceiling: Option<Ceiling>,
+    /// May answer approvals (the owner, and tokens made with `--approver`).
+    approver: bool,
 }
 
 impl Caller {
@@ -36,6 +38,7 @@ impl Caller {
         Caller {
             name: OWNER.to_owned(),
             ceiling: None,
+            approver: true,
         }
     }
 
@@ -43,6 +46,26 @@ impl Caller {
         Caller {
             name,
             ceiling: Some(ceiling),
+            approver: false,
+        }
+    }
+
+    /// This token may answer approvals (never its own).
+    pub fn with_approver(mut self, approver: bool) -> Caller {
+        self.approver = approver;
+        self
+    }
+
+    /// May this caller answer approvals (and see everyone's)?
+    pub fn is_approver(&self) -> bool {
+        self.approver
+    }
+
+    /// The caller as the policy sees it.
+    pub fn principal(&self) -> cordon_authz::Principal {
+        cordon_authz::Principal {
+            name: self.name.clone(),
+            preset: self.ceiling.as_ref().map(|c| c.preset.to_string()),
         }
     }
 
@@ -127,5 +150,5 @@ fn from_bearer(state: &AppState, req: &Request) -> Result<Caller, ApiError> {
         .authenticate(secret)
         .map_err(|e| ApiError::internal(format!("cannot check the token: {e}")))?
         .ok_or_else(|| ApiError::unauthorized("unknown or revoked token").with_fix(fix))?;
-    Ok(Caller::token(record.name, record.ceiling))
+    Ok(Caller::token(record.name, record.ceiling).with_approver(record.approver))
 }

@@ -208,6 +208,9 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ContextView>), ApiError> {
     let session = state.session_for(&caller, &id)?;
     let language = Language::from_str(&body.language)?;
+    state
+        .check(&caller, Some(&id), cell_action(language, None))
+        .await?;
     if state.contexts().count(&id)? >= MAX_CONTEXTS_PER_SANDBOX {
         return Err(too_many());
     }
@@ -225,6 +228,21 @@ pub async fn create(
         language: language.as_str().to_owned(),
     };
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// What the Gate is asked about a context: starting its interpreter
+/// (`["python3"]`), or running a cell in it (`["python3", "-c", CODE]`).
+fn cell_action(language: Language, code: Option<&str>) -> cordon_authz::Action {
+    let interpreter = match language.as_str() {
+        "python" => "python3".to_owned(),
+        other => other.to_owned(),
+    };
+    let mut argv = vec![interpreter];
+    if let Some(c) = code {
+        argv.push("-c".into());
+        argv.push(c.to_owned());
+    }
+    cordon_authz::Action::Exec { argv }
 }
 
 #[utoipa::path(get, path = "/v1/sandboxes/{id}/contexts", tag = "contexts",
@@ -263,6 +281,9 @@ pub async fn run(
 ) -> Result<Json<CellReply>, ApiError> {
     state.session_for(&caller, &id)?;
     let ctx = state.contexts().get(&id, &ctx_id)?;
+    state
+        .check(&caller, Some(&id), cell_action(ctx.language(), Some(&body.code)))
+        .await?;
     let timeout = match &body.timeout {
         Some(t) => t.to_duration("timeout")?,
         None => DEFAULT_CELL_TIMEOUT,

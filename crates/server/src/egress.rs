@@ -38,8 +38,45 @@ impl EventSink for AuditSink {
     }
 }
 
+/// Hosts no rule of the profile covers, under `on_unlisted = "ask"`: the
+/// Gate decides (a policy rule, a grant, or a human answering an approval
+/// while the connection waits).
+#[derive(Debug)]
+pub struct GateApprover {
+    pub gate: Arc<cordon_approvals::Gate>,
+    pub principal: cordon_authz::Principal,
+}
+
+/// The rule an unlisted host is asked about under.
+pub const ON_UNLISTED_ASK: &str = "profile:network.on_unlisted=ask";
+
+impl cordon_egress::Approver for GateApprover {
+    fn decide<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        host: &'a str,
+        port: u16,
+    ) -> cordon_egress::BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let mut req = cordon_authz::Request::new(
+                self.principal.clone(),
+                cordon_authz::Action::Egress {
+                    host: host.to_owned(),
+                    port,
+                },
+                cordon_authz::DefaultVerdict::Ask {
+                    rule: ON_UNLISTED_ASK.into(),
+                },
+            );
+            req.session = Some(sandbox_id.to_owned());
+            self.gate.check(req).await.is_ok()
+        })
+    }
+}
+
 /// Serve the proxy for `sandbox` until the returned sender is dropped or
-/// fired.
+/// fired; `approver` decides unlisted hosts under `on_unlisted = "ask"`
+/// (none: they are refused).
 pub fn start(
     profile: &cordon_policy::Profile,
     sandbox: &str,
@@ -47,6 +84,7 @@ pub fn start(
     audit: AuditLog,
     identity: Option<cordon_egress::Identity>,
     grants: cordon_egress::LiveGrants,
+    approver: Option<GateApprover>,
 ) -> Result<oneshot::Sender<()>, ApiError> {
     let config = cordon_plan::egress::config(profile, sandbox, &[]);
     let mut egress = cordon_egress::Egress::new(config)
@@ -62,6 +100,9 @@ pub fn start(
     });
     // Hosts granted while it runs (crate::grants).
     egress = egress.with_sink(sink).with_live_grants(grants);
+    if let Some(a) = approver {
+        egress = egress.with_approver(Arc::new(a));
+    }
     if let Some(id) = identity {
         egress = egress.with_tls_interceptor(Arc::new(id));
     }

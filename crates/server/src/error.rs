@@ -17,6 +17,9 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub fix: Option<String>,
+    /// A refusal of the Gate: what was refused, by which rule, and what
+    /// would allow it.
+    pub refusal: Option<Box<cordon_approvals::Refusal>>,
 }
 
 /// The JSON body of an error answer.
@@ -36,6 +39,22 @@ pub struct ErrorDetail {
     /// How to fix it, when there is something to do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// A policy or approval refusal (`policy_denied`, `approval_denied`,
+    /// `approval_expired`): what was refused, e.g. `{"kind": "exec",
+    /// "argv_prefix": ["git", "push"]}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub subject: Option<serde_json::Value>,
+    /// The rule that decided: `{"id", "file", "line"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub rule: Option<serde_json::Value>,
+    /// The approval that was asked (`ap_...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+    /// The grant that would allow it, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_allow: Option<String>,
 }
 
 impl ApiError {
@@ -45,6 +64,7 @@ impl ApiError {
             code,
             message: message.into(),
             fix: None,
+            refusal: None,
         }
     }
 
@@ -100,11 +120,16 @@ impl ApiError {
 
     /// The JSON body.
     pub fn body(&self) -> ErrorBody {
+        let r = self.refusal.as_deref();
         ErrorBody {
             error: ErrorDetail {
                 code: self.code.to_owned(),
                 message: self.message.clone(),
                 fix: self.fix.clone(),
+                subject: r.and_then(|r| serde_json::to_value(&r.subject).ok()),
+                rule: r.and_then(|r| serde_json::to_value(&r.rule).ok()),
+                approval: r.and_then(|r| r.approval.clone()),
+                would_allow: r.and_then(|r| r.would_allow.clone()),
             },
         }
     }
@@ -156,5 +181,28 @@ impl From<SessionError> for ApiError {
             #[allow(unreachable_patterns)]
             _ => ApiError::internal(message),
         }
+    }
+}
+
+impl From<cordon_approvals::Refusal> for ApiError {
+    /// 403 with the refusal's code (503 when the approvals store failed).
+    fn from(r: cordon_approvals::Refusal) -> ApiError {
+        let status = if r.code == "approval_unavailable" {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::FORBIDDEN
+        };
+        let fix = match r.code {
+            "approval_denied" | "approval_expired" => {
+                "retry once an approver will answer: `cordon approvals list` shows what waits, `cordon approvals approve ID --scope session` grants it"
+            }
+            "policy_denied" if r.would_allow.is_some() => {
+                "ask the owner for a grant or a permit in the policy file (cordon serve --policy FILE)"
+            }
+            _ => "the policy forbids this; only a change of the policy file (by its owner) can allow it",
+        };
+        let mut e = ApiError::new(status, r.code, r.message.clone()).with_fix(fix);
+        e.refusal = Some(Box::new(r));
+        e
     }
 }

@@ -136,14 +136,24 @@ struct Target {
     path: SandboxPath,
 }
 
+/// The sandbox and the path a files request is about, once the Gate
+/// allowed reading (or, `writes`, writing) it.
 async fn target(
     state: &AppState,
     caller: &Caller,
     id: &str,
     raw: &str,
+    writes: bool,
 ) -> Result<Target, ApiError> {
     let session = state.session_for(caller, id)?;
     let path = SandboxPath::parse(raw).map_err(api_error)?;
+    let shown = path.to_string();
+    let action = if writes {
+        cordon_authz::Action::FileWrite { path: shown }
+    } else {
+        cordon_authz::Action::FileRead { path: shown }
+    };
+    state.check(caller, Some(id), action).await?;
     let root = SandboxRoot::new(session.open_root().await?);
     Ok(Target {
         session,
@@ -240,7 +250,7 @@ async fn read_target(
         session,
         root,
         path,
-    } = target(state, caller, id, raw).await?;
+    } = target(state, caller, id, raw, false).await?;
     let ids = session.host_ids();
     let p = path.clone();
     let node = as_sandbox_user(ids, move || root.open(&p))
@@ -349,7 +359,7 @@ async fn write_target(
         session,
         root,
         path,
-    } = target(state, caller, id, raw).await?;
+    } = target(state, caller, id, raw, true).await?;
     let limits = state.limits();
     let max_file = limits.max_file_bytes;
     let quota = state.files().quota(id, limits.files_quota_bytes);
@@ -441,7 +451,7 @@ pub async fn delete(
             session,
             root,
             path,
-        } = target(&state, &caller, &id, &raw).await?;
+        } = target(&state, &caller, &id, &raw, true).await?;
         as_sandbox_user(session.host_ids(), move || root.remove(&path, q.recursive))
             .await
             .map_err(api_error)

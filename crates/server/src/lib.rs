@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod approval_tasks;
 pub mod audit;
 pub mod auth;
 pub mod console;
@@ -29,6 +30,7 @@ pub mod error;
 pub mod extract;
 pub mod files;
 pub mod grants;
+pub mod gate;
 pub mod listen;
 mod lost;
 pub mod openapi;
@@ -45,5 +47,6 @@ pub mod wire;
 pub use audit::AuditLog;
 pub use auth::{Caller, Transport};
 pub use error::ApiError;
-pub use serve::{open_audit, serve, Bound, ServeError, ServeOptions};
+pub use approval_tasks::Webhook;
+pub use serve::{open_audit, serve, ApprovalOptions, Bound, ServeError, ServeOptions};
 pub use state::{AppState, Limits};

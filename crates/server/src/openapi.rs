@@ -5,7 +5,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, ErrorDetail};
-use crate::routes::{exec, meta, sandboxes};
+use crate::routes::{approvals, exec, meta, sandboxes};
 use crate::wire;
 use crate::{contexts, files, grants, timeline};
 
@@ -35,6 +35,7 @@ impl Modify for Bearer {
         contexts::create, contexts::list, contexts::run, contexts::remove,
         timeline::timeline, timeline::verify,
         grants::create, grants::list, grants::remove,
+        approvals::list, approvals::events, approvals::show, approvals::answer,
         meta::health, meta::openapi,
     ),
     components(schemas(
@@ -48,6 +49,8 @@ impl Modify for Bearer {
         contexts::CellReply, contexts::CellErrorView,
         timeline::Timeline, timeline::TimelineEntry, timeline::VerifyView, timeline::ProblemView,
         grants::GrantRequest, grants::GrantView, grants::GrantList,
+        approvals::ApprovalList, approvals::AnswerBody, approvals::ConfirmReply,
+        cordon_approvals::Approval, cordon_approvals::ApprovalState,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

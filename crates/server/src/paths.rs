@@ -56,3 +56,8 @@ pub fn state_dir() -> PathBuf {
 pub fn tokens_file() -> PathBuf {
     state_dir().join("tokens.json")
 }
+
+/// The approvals store.
+pub fn approvals_file() -> PathBuf {
+    state_dir().join("approvals.db")
+}

@@ -9,7 +9,7 @@ use axum::Router;
 
 use crate::auth::authenticate;
 use crate::error::ApiError;
-use crate::routes::{exec, meta, sandboxes};
+use crate::routes::{approvals, exec, meta, sandboxes};
 use crate::state::AppState;
 
 /// The whole API.
@@ -36,6 +36,12 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/sandboxes/{id}/processes/{pid}/stdin",
             post(exec::stdin),
+        )
+        .route("/v1/approvals", get(approvals::list))
+        .route("/v1/approvals/events", get(approvals::events))
+        .route(
+            "/v1/approvals/{id}",
+            get(approvals::show).post(approvals::answer),
         )
         .merge(crate::files::router())
         .merge(crate::contexts::router())

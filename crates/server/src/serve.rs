@@ -29,6 +29,20 @@ pub struct ServeOptions {
     pub engine: EngineConfig,
     /// The server's command line, for its record.
     pub argv: Vec<String>,
+    pub approvals: ApprovalOptions,
+}
+
+/// The Gate's settings: policy, approvals store, timeout, webhook.
+#[derive(Debug, Clone)]
+pub struct ApprovalOptions {
+    /// The Cedar policy file (`--policy`); `None`: each action gets what
+    /// its profile or token says.
+    pub policy: Option<PathBuf>,
+    /// The approvals store (SQLite; pending approvals survive a restart).
+    pub store: PathBuf,
+    /// How long an approval waits for an answer.
+    pub timeout: Duration,
+    pub webhook: Option<crate::approval_tasks::Webhook>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +60,10 @@ pub enum ServeError {
     InUse(PathBuf),
     #[error("cannot open the audit store {path}: {message}; name another with --audit PATH or turn it off with --no-audit")]
     Audit { path: PathBuf, message: String },
+    #[error("the policy: {0}; `cordon policy check FILE` shows what is wrong")]
+    Policy(String),
+    #[error("cannot open the approvals store: {0}; check the state directory (CORDON_STATE_DIR)")]
+    Approvals(String),
 }
 
 fn io_err(
@@ -203,16 +221,39 @@ pub fn open_audit(path: Option<&Path>) -> Result<AuditLog, ServeError> {
         })
 }
 
+/// The Gate on the policy file, with the approvals store.
+fn open_gate(
+    opts: &ApprovalOptions,
+    audit: &AuditLog,
+) -> Result<std::sync::Arc<cordon_approvals::Gate>, ServeError> {
+    let store = cordon_approvals::Approvals::open(&opts.store)
+        .map_err(|e| ServeError::Approvals(e.to_string()))?
+        .with_policy_file(opts.policy.clone())
+        .with_unclaimed_once(opts.timeout);
+    let log: std::sync::Arc<dyn cordon_approvals::DecisionLog> =
+        std::sync::Arc::new(audit.clone());
+    cordon_approvals::Gate::new(
+        std::sync::Arc::new(store),
+        opts.policy.clone(),
+        opts.timeout,
+        log,
+    )
+    .map(std::sync::Arc::new)
+    .map_err(|e| ServeError::Policy(e.to_string()))
+}
+
 /// `cordon serve`: the engine on `spawner` (forked before the runtime),
 /// the listeners, and the API until SIGTERM/SIGINT.
 pub async fn serve(spawner: Spawner, opts: ServeOptions) -> Result<(), ServeError> {
     let engine = Engine::new(spawner, opts.engine.clone())?;
     let audit = open_audit(opts.audit_path.as_deref())?;
+    let gate = open_gate(&opts.approvals, &audit)?;
     let state = AppState::new(
         Some(engine.clone()),
         TokenStore::new(opts.tokens_file.clone()),
         audit.clone(),
         opts.limits.clone(),
+        gate.clone(),
     );
     let bound = Bound::bind(&opts.socket, opts.listen)?;
     let listen = bound.tcp_addr().map(|a| a.to_string());
@@ -228,6 +269,11 @@ pub async fn serve(spawner: Spawner, opts: ServeOptions) -> Result<(), ServeErro
             eprintln!("cordon serve: {lost} sandbox(es) of a previous server were lost with it (recorded)");
         }
     }
+    crate::approval_tasks::start(
+        gate.approvals().clone(),
+        audit.clone(),
+        opts.approvals.webhook.clone(),
+    );
     println!(
         "{}",
         json!({"socket": bound.socket(), "listen": listen, "pid": std::process::id()})

@@ -82,16 +82,20 @@ struct Inner {
     contexts: crate::contexts::Contexts,
     console: cordon_console::ConsoleSessions,
     verifier: crate::timeline::Verifier,
+    gate: Arc<cordon_approvals::Gate>,
 }
 
 impl AppState {
     /// `engine` is `None` only where no sandbox can be made (printing the
     /// OpenAPI document, routing tests).
+    /// `gate` is what every action passes (`cordon serve --policy`;
+    /// [`crate::gate::in_memory`] for the builtin policy).
     pub fn new(
         engine: Option<Engine>,
         tokens: TokenStore,
         audit: AuditLog,
         limits: Limits,
+        gate: Arc<cordon_approvals::Gate>,
     ) -> AppState {
         let requests = Arc::new(tokio::sync::Semaphore::new(limits.max_requests));
         AppState {
@@ -107,6 +111,7 @@ impl AppState {
                 contexts: crate::contexts::Contexts::default(),
                 console: cordon_console::ConsoleSessions::default(),
                 verifier: crate::timeline::Verifier::default(),
+                gate,
             }),
         }
     }
@@ -116,6 +121,11 @@ impl AppState {
             .engine
             .as_ref()
             .ok_or_else(|| ApiError::unavailable("this server has no sandbox engine"))
+    }
+
+    /// The Gate: policy, grants and approvals (see [`crate::gate`]).
+    pub fn gate(&self) -> &Arc<cordon_approvals::Gate> {
+        &self.inner.gate
     }
 
     pub fn tokens(&self) -> &TokenStore {

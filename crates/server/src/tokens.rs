@@ -45,6 +45,9 @@ pub struct TokenRecord {
     pub sha256: String,
     pub created_unix_ms: u64,
     pub ceiling: Ceiling,
+    /// May answer approvals of other tokens (`cordon token create --approver`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approver: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -176,6 +179,16 @@ impl TokenStore {
 
     /// Make a token; returns the secret (shown once, never stored).
     pub fn create(&self, name: &str, ceiling: Ceiling) -> Result<String, TokenError> {
+        self.create_with(name, ceiling, false)
+    }
+
+    /// Make a token that may (`approver`) answer other tokens' approvals.
+    pub fn create_with(
+        &self,
+        name: &str,
+        ceiling: Ceiling,
+        approver: bool,
+    ) -> Result<String, TokenError> {
         if !valid_name(name) {
             return Err(TokenError::BadName(name.to_owned()));
         }
@@ -191,6 +204,7 @@ impl TokenStore {
             sha256: digest(&secret),
             created_unix_ms: now_ms(),
             ceiling,
+            approver,
         });
         self.write(&tokens)?;
         Ok(secret)

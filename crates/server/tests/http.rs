@@ -66,7 +66,9 @@ fn start(limits: Limits) -> Server {
         rt.block_on(async move {
             let bound = Bound::bind(&sock, Some("127.0.0.1:0".parse().unwrap())).unwrap();
             ready_tx.send(bound.tcp_addr().unwrap()).unwrap();
-            let state = AppState::new(None, tokens, AuditLog::disabled(), limits);
+            let audit = AuditLog::disabled();
+            let gate = cordon_server::gate::in_memory(&audit).unwrap();
+            let state = AppState::new(None, tokens, audit, limits, gate);
             let stop = async {
                 let _ = stopped.await;
             };

@@ -108,6 +108,7 @@ pub fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
     responses(
         (status = 200, description = "The command ended (JSON), or its events as NDJSON with `Accept: application/x-ndjson`", body = ExecReply),
         (status = 202, description = "Started in the background", body = Started),
+        (status = 403, description = "Refused by the policy or by an approver, or its approval expired (`policy_denied`, `approval_denied`, `approval_expired`, with the subject, the rule and what would allow it)", body = ErrorBody),
         (status = 404, description = "No such sandbox", body = ErrorBody),
         (status = 409, description = "The sandbox has ended", body = ErrorBody),
         (status = 429, description = "Too many execs at once", body = ErrorBody),
@@ -120,14 +121,27 @@ pub async fn exec(
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Result<Response, ApiError> {
     let session = state.session_for(&caller, &id)?;
-    let req = exec_request(&body)?;
+    let mut req = exec_request(&body)?;
+    let allowed = state
+        .check(
+            &caller,
+            Some(&id),
+            cordon_authz::Action::Exec {
+                argv: body.argv.clone(),
+            },
+        )
+        .await?;
+    if let Some(ms) = allowed.limits.and_then(|l| l.timeout_ms) {
+        let cap = Duration::from_millis(ms);
+        req.timeout = Some(req.timeout.map_or(cap, |t| t.min(cap)));
+    }
     let process = session.exec(req).await?;
     let pid = process.id();
     state.audit().record(
         &caller,
         "exec",
         Some(&id),
-        json!({"pid": pid, "argv": body.argv, "cwd": body.cwd, "background": body.background}),
+        json!({"pid": pid, "argv": body.argv, "cwd": body.cwd, "background": body.background, "rule": allowed.rule, "grant": allowed.grant}),
     );
     record_end(&state, &caller, &id, &process);
     if body.background {

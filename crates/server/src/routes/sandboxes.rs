@@ -49,7 +49,7 @@ pub fn view(state: &AppState, session: &Session) -> SandboxView {
     responses(
         (status = 201, description = "The sandbox runs", body = SandboxView),
         (status = 400, description = "Bad request", body = ErrorBody),
-        (status = 403, description = "Beyond the token's ceiling", body = ErrorBody),
+        (status = 403, description = "Beyond the token's ceiling, or refused by the policy or an approver", body = ErrorBody),
         (status = 422, description = "The sandbox cannot be built as asked", body = ErrorBody),
         (status = 429, description = "At capacity; see Retry-After", body = ErrorBody),
     ))]
@@ -58,7 +58,32 @@ pub async fn create(
     caller: Caller,
     ApiJson(req): ApiJson<CreateSandbox>,
 ) -> Result<(StatusCode, Json<SandboxView>), ApiError> {
-    let plan = planning::plan(&req, &caller)?;
+    let asked = cordon_authz::Action::CreateSandbox {
+        profile: if req.profile.is_some() {
+            "profile".to_owned()
+        } else {
+            req.preset.clone().unwrap_or_else(|| "untrusted".into())
+        },
+    };
+    let mut plan = match planning::plan(&req, &caller) {
+        Ok(p) => p,
+        Err(e) if e.status == StatusCode::FORBIDDEN => {
+            return Err(state.ceiling_refused(&caller, None, asked, e).await)
+        }
+        Err(e) => return Err(e),
+    };
+    let allowed = state.check(&caller, None, asked).await?;
+    if let Some(l) = allowed.limits {
+        let limits = &mut plan.spec.limits;
+        limits.memory = narrower(limits.memory, l.memory);
+        limits.pids = narrower(limits.pids, l.pids);
+    }
+    for secret in &plan.profile.secrets {
+        let name = secret.name.clone();
+        state
+            .check(&caller, None, cordon_authz::Action::UseSecret { name })
+            .await?;
+    }
     let engine = state.engine()?.clone();
     let _slot = state.reserve(&caller)?;
     let proxied = plan.spec.network == cordon_jail::NetworkMode::Proxy;
@@ -98,6 +123,10 @@ pub async fn create(
                 state.audit().clone(),
                 plan.identity.clone(),
                 session.live_grants(),
+                Some(crate::egress::GateApprover {
+                    gate: state.gate().clone(),
+                    principal: caller.principal(),
+                }),
             ) {
                 Ok(stop) => Some(stop),
                 Err(e) => {
@@ -126,6 +155,14 @@ pub async fn create(
     let audit = state.audit().clone();
     let _ = tokio::task::spawn_blocking(move || audit.flush()).await;
     Ok((StatusCode::CREATED, Json(view(&state, &session))))
+}
+
+/// The smaller of a limit and a policy's cap on it.
+fn narrower(limit: Option<u64>, cap: Option<u64>) -> Option<u64> {
+    match (limit, cap) {
+        (Some(l), Some(c)) => Some(l.min(c)),
+        (l, c) => l.or(c),
+    }
 }
 
 #[utoipa::path(get, path = "/v1/sandboxes", tag = "sandboxes",
@@ -195,6 +232,9 @@ pub async fn delete(
 /// Drop the server's record of a sandbox (its files quota and code
 /// contexts too) and stop its proxy.
 pub fn forget(state: &AppState, id: &str) {
+    if let Err(e) = state.gate().approvals().session_ended(id) {
+        tracing::warn!("approvals: ending the grants of {id}: {e}");
+    }
     state.files().forget(id);
     state.contexts().forget(id);
     if let Some(meta) = state.remove_meta(id) {
