@@ -1,9 +1,9 @@
-//! A subject as Cedar: the action's name and the condition on its context
-//! (the names cordon-authz gives them; see docs/policy.md).
+//! A subject as Cedar: the action scope and the condition on its context,
+//! in the names of cordon's schema (crates/authz, `cordon.cedarschema`).
 
 use crate::subject::Subject;
 
-/// A Cedar string literal.
+/// A Cedar string literal (`*` needs no escape outside a `like` pattern).
 pub fn string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -23,40 +23,65 @@ pub fn string(s: &str) -> String {
     out
 }
 
-/// The Cedar action name of a subject and the condition that narrows a
-/// permit to it.
-pub fn condition(s: &Subject) -> (&'static str, Option<String>) {
+/// A quoted Cedar `like` pattern: `prefix` literally (its `*` escaped),
+/// then any text.
+fn starts_with(prefix: &str) -> String {
+    let quoted = string(prefix);
+    let inner = &quoted[1..quoted.len() - 1];
+    format!("\"{}*\"", inner.replace('*', "\\*"))
+}
+
+/// `context.F == "X" || context.F like "X<sep>*"`: X itself or below it.
+fn itself_or_below(field: &str, x: &str, sep: &str) -> String {
+    format!(
+        "context.{field} == {} || context.{field} like {}",
+        string(x),
+        starts_with(&format!("{x}{sep}"))
+    )
+}
+
+/// The Cedar action scope of a permit for a subject (`action ==
+/// Action::"exec"`) and the condition that narrows it to the subject (the
+/// context attributes of cordon's schema, `cordon policy schema`).
+pub fn condition(s: &Subject) -> (String, Option<String>) {
+    let one = |a: &str| format!("action == Action::{}", string(a));
     match s {
         Subject::Exec { argv_prefix } => {
-            let mut parts = vec![format!("context.argv.length() >= {}", argv_prefix.len())];
-            for (i, a) in argv_prefix.iter().enumerate() {
-                parts.push(format!("context.argv.get({i}) == {}", string(a)));
-            }
-            ("exec", Some(parts.join(" && ")))
+            let command = argv_prefix.join(" ");
+            let cond = if argv_prefix.len() >= 2 {
+                itself_or_below("command", &command, " ")
+            } else {
+                format!("context.command == {}", string(&command))
+            };
+            (one("exec"), Some(cond))
         }
         Subject::Egress { host, port } => (
-            "egress",
+            one("egress"),
             Some(format!(
                 "context.host == {} && context.port == {port}",
                 string(host)
             )),
         ),
         Subject::Path { path, writable } => (
-            if *writable { "file_write" } else { "file_read" },
-            Some(format!(
-                "context.path == {p} || context.path like {}",
-                string(&format!("{}/*", path.replace('*', "\\*"))),
-                p = string(path)
-            )),
+            if *writable {
+                "action in [Action::\"file_read\", Action::\"file_write\"]".to_owned()
+            } else {
+                one("file_read")
+            },
+            Some(if path.matches('/').count() >= 2 {
+                itself_or_below("path", path, "/")
+            } else {
+                format!("context.path == {}", string(path))
+            }),
         ),
         Subject::Bind {
             host_path,
             writable,
         } => (
-            "bind",
+            one("bind"),
             Some(format!(
-                "context.host_path == {}{}",
-                string(host_path),
+                "({}){}",
+                itself_or_below("path", host_path, "/"),
                 if *writable {
                     ""
                 } else {
@@ -66,23 +91,22 @@ pub fn condition(s: &Subject) -> (&'static str, Option<String>) {
         ),
         Subject::Limits { memory, pids } => {
             let mut parts = Vec::new();
-            if let Some(m) = memory {
-                parts.push(format!("context.memory <= {m}"));
-            }
-            if let Some(p) = pids {
-                parts.push(format!("context.pids <= {p}"));
-            }
-            (
-                "raise_limits",
-                (!parts.is_empty()).then(|| parts.join(" && ")),
-            )
+            parts.push(match memory {
+                Some(m) => format!("(!(context has memory) || context.memory <= {m})"),
+                None => "!(context has memory)".to_owned(),
+            });
+            parts.push(match pids {
+                Some(p) => format!("(!(context has pids) || context.pids <= {p})"),
+                None => "!(context has pids)".to_owned(),
+            });
+            (one("raise_limits"), Some(parts.join(" && ")))
         }
         Subject::Secret { name } => (
-            "use_secret",
+            one("use_secret"),
             Some(format!("context.name == {}", string(name))),
         ),
         Subject::Tool { server, tool, .. } => (
-            "tool_call",
+            one("tool_call"),
             Some(format!(
                 "context.server == {} && context.tool == {}",
                 string(server),
@@ -90,9 +114,12 @@ pub fn condition(s: &Subject) -> (&'static str, Option<String>) {
             )),
         ),
         Subject::Create { profile } => (
-            "create_sandbox",
+            one("create_sandbox"),
             Some(format!("context.profile == {}", string(profile))),
         ),
-        Subject::Promote { run } => ("promote", Some(format!("context.run == {}", string(run)))),
+        Subject::Promote { run } => (
+            one("promote"),
+            Some(format!("context.run == {}", string(run))),
+        ),
     }
 }

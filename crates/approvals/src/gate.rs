@@ -77,7 +77,15 @@ pub struct Refusal {
 #[derive(Debug)]
 struct Policy {
     path: Option<PathBuf>,
-    current: RwLock<(Option<(SystemTime, u64)>, Arc<Authorizer>)>,
+    current: RwLock<Loaded>,
+}
+
+/// The policy as last read: the file's stamp, the authorizer, its text.
+#[derive(Debug, Clone)]
+struct Loaded {
+    stamp: Option<(SystemTime, u64)>,
+    authorizer: Arc<Authorizer>,
+    text: Arc<str>,
 }
 
 fn stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
@@ -86,43 +94,60 @@ fn stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
 }
 
 impl Policy {
-    fn load(path: Option<PathBuf>) -> Result<Policy, AuthzError> {
-        let (key, auth) = match &path {
-            Some(p) => (stamp(p), Authorizer::load(p)?),
-            None => (None, Authorizer::builtin()),
-        };
-        Ok(Policy {
-            path,
-            current: RwLock::new((key, Arc::new(auth))),
+    fn read(path: &std::path::Path) -> Result<Loaded, AuthzError> {
+        let stamp = stamp(path);
+        let text = std::fs::read_to_string(path).map_err(|source| AuthzError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let authorizer = Authorizer::parse(&text, &path.display().to_string())?;
+        Ok(Loaded {
+            stamp,
+            authorizer: Arc::new(authorizer),
+            text: text.into(),
         })
     }
 
-    fn authorizer(&self) -> Arc<Authorizer> {
+    fn load(path: Option<PathBuf>) -> Result<Policy, AuthzError> {
+        let loaded = match &path {
+            Some(p) => Policy::read(p)?,
+            None => Loaded {
+                stamp: None,
+                authorizer: Arc::new(Authorizer::builtin()),
+                text: "".into(),
+            },
+        };
+        Ok(Policy {
+            path,
+            current: RwLock::new(loaded),
+        })
+    }
+
+    /// The policy in force, read again if the file changed.
+    fn current(&self) -> Loaded {
         let cached = match self.current.read() {
             Ok(c) => c.clone(),
             Err(p) => p.into_inner().clone(),
         };
         let Some(path) = &self.path else {
-            return cached.1;
+            return cached;
         };
-        let now = stamp(path);
-        if now == cached.0 {
-            return cached.1;
+        if stamp(path) == cached.stamp {
+            return cached;
         }
-        match Authorizer::load(path) {
-            Ok(a) => {
-                let a = Arc::new(a);
+        match Policy::read(path) {
+            Ok(fresh) => {
                 if let Ok(mut c) = self.current.write() {
-                    *c = (now, a.clone());
+                    *c = fresh.clone();
                 }
-                a
+                fresh
             }
             Err(e) => {
                 tracing::warn!(
                     "{}: the changed policy does not load ({e}); the previous one stays in force",
                     path.display()
                 );
-                cached.1
+                cached
             }
         }
     }
@@ -175,7 +200,7 @@ impl Gate {
 
     /// The policy's decision alone (no grants, no asking).
     pub fn decide(&self, req: &Request) -> Decision {
-        self.policy.authorizer().decide(req)
+        self.policy.current().authorizer.decide(req)
     }
 
     /// Decide `req`: allowed, or refused with what would allow it. An ask
@@ -216,10 +241,14 @@ impl Gate {
         if !d.grantable() {
             return None;
         }
-        match self
-            .approvals
-            .find_grant(&req.principal.name, req.session.as_deref(), &req.action)
-        {
+        let text = self.policy.current().text;
+        let in_force = |id: &str| text.contains(&format!("@id(\"{id}\")"));
+        match self.approvals.find_grant(
+            &req.principal.name,
+            req.session.as_deref(),
+            &req.action,
+            &in_force,
+        ) {
             Ok(g) => g,
             Err(e) => {
                 tracing::warn!("approvals: {e}");

@@ -9,20 +9,25 @@ use std::path::Path;
 use crate::model::Approval;
 use crate::store::ApprovalError;
 
+/// The `@id` of the rule a persistent answer to approval `id` appends;
+/// its grant holds while a rule with this id is in the policy file.
+pub fn rule_id(approval: &str) -> String {
+    format!("grant-{approval}")
+}
+
 /// The rule a persistent answer to `a` appends: a `permit` of the narrowed
-/// subject for the principal who asked, annotated with the approval that
-/// made it (`@grant`, which lets it answer what an `@ask` rule would ask).
+/// subject for the principal who asked, named after the approval. While it
+/// is in the file, the grant it records answers what an `@ask` rule would
+/// ask; a reviewer who deletes it ends the grant.
 pub fn rule_text(a: &Approval, by: &str) -> String {
     let (action, condition) = crate::cedar::condition(&a.grant_subject);
-    let id = format!("grant-{}", a.id);
     let mut text = format!(
-        "// {} for {}, approved persistently by {by} ({}).\n@id(\"{id}\")\n@grant(\"{}\")\npermit (\n  principal == Cordon::Principal::{},\n  action == Cordon::Action::{},\n  resource\n)",
+        "// {} for {}, approved persistently by {by} ({}).\n@id(\"{}\")\npermit (\n  principal == Token::{},\n  {action},\n  resource\n)",
         a.grant_subject.describe(),
         a.principal,
         a.id,
-        a.id,
+        rule_id(&a.id),
         crate::cedar::string(&a.principal),
-        crate::cedar::string(action),
     );
     if let Some(c) = condition {
         text.push_str(&format!("\nwhen {{ {c} }}"));

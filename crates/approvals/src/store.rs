@@ -307,18 +307,24 @@ impl Approvals {
 
     fn grant_for(&self, a: &Approval, scope: Scope, now: u64) -> Grant {
         let ms = |d: Duration| now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        // Once and persistent grants let the asker through once; later
-        // calls are decided by a new approval or by the persistent rule.
+        // A once grant is the exact subject, for the asker (or, when the
+        // asker went away, a retry within a while); the others the narrowed
+        // subject. A persistent grant holds in every session while its rule
+        // is in the policy file.
         let (subject, until) = match scope {
-            Scope::Once | Scope::Persistent => (a.subject.clone(), Some(ms(self.unclaimed_once))),
-            Scope::Session => (a.grant_subject.clone(), None),
+            Scope::Once => (a.subject.clone(), Some(ms(self.unclaimed_once))),
+            Scope::Session | Scope::Persistent => (a.grant_subject.clone(), None),
             Scope::For(d) => (a.grant_subject.clone(), Some(ms(d))),
         };
         Grant {
             id: new_id("gr_"),
             approval: a.id.clone(),
             principal: a.principal.clone(),
-            session: a.session.clone(),
+            session: if scope == Scope::Persistent {
+                None
+            } else {
+                a.session.clone()
+            },
             subject,
             scope,
             until_unix_ms: until,
@@ -369,8 +375,8 @@ impl Approvals {
         Ok(a)
     }
 
-    /// The grant of approval `id` for the one who waited on it: a once (or
-    /// persistent) grant is used up now; a longer one is returned as is.
+    /// The grant of approval `id` for the one who waited on it: a once
+    /// grant is used up now; a longer one is returned as is.
     pub fn claim(&self, approval: &str) -> Result<Option<Grant>, ApprovalError> {
         let g = {
             let db = lock(&self.db)?;
@@ -385,7 +391,7 @@ impl Approvals {
             json.and_then(|j| serde_json::from_str::<Grant>(&j).ok())
         };
         if let Some(g) = &g {
-            if matches!(g.scope, Scope::Once | Scope::Persistent) {
+            if g.scope == Scope::Once {
                 self.end_grant(g, GrantEnd::Used)?;
             }
         }
@@ -393,12 +399,14 @@ impl Approvals {
     }
 
     /// A live grant of `principal` covering `action` in `session`; a once
-    /// grant nobody waits for is used up by this call.
+    /// grant nobody waits for is used up by this call. A persistent grant
+    /// counts only while `rule_in_force(its rule id)`.
     pub fn find_grant(
         &self,
         principal: &str,
         session: Option<&str>,
         action: &Action,
+        rule_in_force: &dyn Fn(&str) -> bool,
     ) -> Result<Option<Grant>, ApprovalError> {
         let now = now_ms();
         let waiting: Vec<String> = lock(&self.waiters)?.keys().cloned().collect();
@@ -408,13 +416,14 @@ impl Approvals {
             .filter(|g| g.session.is_none() || g.session.as_deref() == session)
             .filter(|g| g.until_unix_ms.is_none_or(|u| u > now))
             .find(|g| match g.scope {
-                Scope::Once | Scope::Persistent => {
-                    !waiting.contains(&g.approval) && g.subject.is_exactly(action)
-                }
+                Scope::Once => !waiting.contains(&g.approval) && g.subject.is_exactly(action),
                 Scope::Session | Scope::For(_) => g.subject.covers(action),
+                Scope::Persistent => {
+                    g.subject.covers(action) && rule_in_force(&persist::rule_id(&g.approval))
+                }
             });
         if let Some(g) = &found {
-            if matches!(g.scope, Scope::Once | Scope::Persistent) {
+            if g.scope == Scope::Once {
                 self.end_grant(g, GrantEnd::Used)?;
             }
         }

@@ -168,7 +168,9 @@ async fn answer(
         }
     }
     check(status, &data)?;
-    Ok(Ok(serde_json::from_slice(&data).context("the server's answer is not JSON")?))
+    Ok(Ok(
+        serde_json::from_slice(&data).context("the server's answer is not JSON")?
+    ))
 }
 
 /// Show the rule and ask (on a terminal) whether to append it.
@@ -235,7 +237,11 @@ fn row(a: &Value) -> String {
         .elapsed()
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let left = a["expires_unix_ms"].as_u64().unwrap_or(0).saturating_sub(now) / 1000;
+    let left = a["expires_unix_ms"]
+        .as_u64()
+        .unwrap_or(0)
+        .saturating_sub(now)
+        / 1000;
     format!(
         "{}\t{}\t{}\tby={}\tsandbox={}\t{}s left\trule={}",
         a["id"].as_str().unwrap_or(""),

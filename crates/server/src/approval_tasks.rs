@@ -98,14 +98,20 @@ pub fn start(approvals: Arc<Approvals>, audit: AuditLog, webhook: Option<Webhook
             let e = match events.recv().await {
                 Ok(e) => e,
                 Err(RecvError::Lagged(n)) => {
-                    tracing::warn!("approvals: {n} events were not recorded (the recorder fell behind)");
+                    tracing::warn!(
+                        "approvals: {n} events were not recorded (the recorder fell behind)"
+                    );
                     continue;
                 }
                 Err(RecvError::Closed) => return,
             };
             audit.approval_event(&e);
             if let (Some(hook), ApprovalEvent::Created(a)) = (&webhook, &e) {
-                deliver(hook.clone(), serde_json::to_vec(a).unwrap_or_default(), a.id.clone());
+                deliver(
+                    hook.clone(),
+                    serde_json::to_vec(a).unwrap_or_default(),
+                    a.id.clone(),
+                );
             }
         }
     });

@@ -199,15 +199,30 @@ impl AuditLog {
     pub fn approval_event(&self, e: &cordon_approvals::ApprovalEvent) {
         use cordon_approvals::ApprovalEvent as E;
         let (actor, action, session, detail) = match e {
-            E::Created(a) => (a.principal.clone(), "approval_created", a.session.clone(), serde_json::to_value(a)),
+            E::Created(a) => (
+                a.principal.clone(),
+                "approval_created",
+                a.session.clone(),
+                serde_json::to_value(a),
+            ),
             E::Decided(a) => (
                 a.decided_by.clone().unwrap_or_default(),
                 "approval_decided",
                 a.session.clone(),
                 serde_json::to_value(a),
             ),
-            E::Expired(a) => ("server".into(), "approval_expired", a.session.clone(), serde_json::to_value(a)),
-            E::GrantStarted(g) => ("server".into(), "grant_started", g.session.clone(), serde_json::to_value(g)),
+            E::Expired(a) => (
+                "server".into(),
+                "approval_expired",
+                a.session.clone(),
+                serde_json::to_value(a),
+            ),
+            E::GrantStarted(g) => (
+                "server".into(),
+                "grant_started",
+                g.session.clone(),
+                serde_json::to_value(g),
+            ),
             E::GrantEnded { grant, why } => (
                 "server".into(),
                 "grant_ended",
@@ -215,7 +230,12 @@ impl AuditLog {
                 serde_json::to_value(json!({"grant": grant, "why": why})),
             ),
         };
-        self.action_by(&actor, action, session.as_deref(), detail.unwrap_or(Value::Null));
+        self.action_by(
+            &actor,
+            action,
+            session.as_deref(),
+            detail.unwrap_or(Value::Null),
+        );
     }
 }
 

@@ -282,7 +282,11 @@ pub async fn run(
     state.session_for(&caller, &id)?;
     let ctx = state.contexts().get(&id, &ctx_id)?;
     state
-        .check(&caller, Some(&id), cell_action(ctx.language(), Some(&body.code)))
+        .check(
+            &caller,
+            Some(&id),
+            cell_action(ctx.language(), Some(&body.code)),
+        )
         .await?;
     let timeout = match &body.timeout {
         Some(t) => t.to_duration("timeout")?,

@@ -44,9 +44,9 @@ pub mod timeline;
 pub mod tokens;
 pub mod wire;
 
+pub use approval_tasks::Webhook;
 pub use audit::AuditLog;
 pub use auth::{Caller, Transport};
 pub use error::ApiError;
-pub use approval_tasks::Webhook;
 pub use serve::{open_audit, serve, ApprovalOptions, Bound, ServeError, ServeOptions};
 pub use state::{AppState, Limits};

@@ -230,8 +230,7 @@ fn open_gate(
         .map_err(|e| ServeError::Approvals(e.to_string()))?
         .with_policy_file(opts.policy.clone())
         .with_unclaimed_once(opts.timeout);
-    let log: std::sync::Arc<dyn cordon_approvals::DecisionLog> =
-        std::sync::Arc::new(audit.clone());
+    let log: std::sync::Arc<dyn cordon_approvals::DecisionLog> = std::sync::Arc::new(audit.clone());
     cordon_approvals::Gate::new(
         std::sync::Arc::new(store),
         opts.policy.clone(),

@@ -137,10 +137,10 @@ fn answer_of(body: &AnswerBody) -> Result<Answer, ApiError> {
                     Scope::For(d)
                 }
                 other => {
-                    return Err(ApiError::bad_request(format!(
-                        "scope: '{other}' is not a scope"
-                    ))
-                    .with_fix("use once, session, duration or persistent"))
+                    return Err(
+                        ApiError::bad_request(format!("scope: '{other}' is not a scope"))
+                            .with_fix("use once, session, duration or persistent"),
+                    )
                 }
             };
             Ok(Answer::Approve {
@@ -148,10 +148,10 @@ fn answer_of(body: &AnswerBody) -> Result<Answer, ApiError> {
                 confirm: body.confirm.clone(),
             })
         }
-        other => Err(
-            ApiError::bad_request(format!("decision: '{other}' is neither approve nor deny"))
-                .with_fix("send \"decision\": \"approve\" or \"deny\""),
-        ),
+        other => Err(ApiError::bad_request(format!(
+            "decision: '{other}' is neither approve nor deny"
+        ))
+        .with_fix("send \"decision\": \"approve\" or \"deny\"")),
     }
 }
 
@@ -162,8 +162,9 @@ fn answer_error(id: &str, e: ApprovalError) -> Response {
         ApprovalError::NotPending { .. } => ApiError::conflict(message),
         ApprovalError::SelfApproval(_) => ApiError::forbidden(message)
             .with_fix("have the owner or another token created with --approver answer it"),
-        ApprovalError::NotOffered(_) => ApiError::unprocessable(message)
-            .with_fix("choose one of the approval's \"offers\""),
+        ApprovalError::NotOffered(_) => {
+            ApiError::unprocessable(message).with_fix("choose one of the approval's \"offers\"")
+        }
         ApprovalError::NoSession | ApprovalError::NoDuration => ApiError::unprocessable(message),
         ApprovalError::NoPolicyFile => ApiError::unprocessable(message)
             .with_fix("restart the server with --policy FILE, or choose another scope"),
@@ -175,7 +176,9 @@ fn answer_error(id: &str, e: ApprovalError) -> Response {
                 error: ApiError::conflict(
                     "a persistent grant appends a rule to the policy file; confirm it",
                 )
-                .with_fix("answer again with the same decision and scope and \"confirm\": the token here")
+                .with_fix(
+                    "answer again with the same decision and scope and \"confirm\": the token here",
+                )
                 .body()
                 .error,
                 confirm,
