@@ -123,69 +123,6 @@ impl Drop for Server {
     }
 }
 
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-
-    /// NDJSON lines.
-    fn lines(&self) -> Vec<Value> {
-        self.body
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-/// HTTP/1.0 (the server answers without chunking and closes).
-fn exchange(
-    mut s: impl Read + Write,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-    accept: Option<&str>,
-) -> Reply {
-    let data = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut req = format!(
-        "{method} {path} HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n",
-        data.len()
-    );
-    if body.is_some() {
-        req.push_str("Content-Type: application/json\r\n");
-    }
-    if let Some(t) = token {
-        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    if let Some(a) = accept {
-        req.push_str(&format!("Accept: {a}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(&data);
-    let _ = s.write_all(req.as_bytes());
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Reply {
-        status,
-        head: head.to_owned(),
-        body: body.to_owned(),
-    }
-}
-
 /// Processes whose command line contains `marker`.
 fn processes_with(marker: &str) -> Vec<u32> {
     let mut found = Vec::new();

@@ -84,7 +84,8 @@ fn start() -> Server {
             ready_tx
                 .send((bound.tcp_addr().unwrap(), audit.clone()))
                 .unwrap();
-            let state = AppState::new(None, tokens, audit.clone(), Limits::default());
+            let gate = cordon_server::gate::in_memory(&audit).unwrap();
+            let state = AppState::new(None, tokens, audit.clone(), Limits::default(), gate);
             let stop = async {
                 let _ = stopped.await;
             };

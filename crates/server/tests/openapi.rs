@@ -27,6 +27,9 @@ fn committed_openapi_document_matches_the_code() {
         "/v1/sandboxes",
         "/v1/sandboxes/{id}/exec",
         "/v1/sandboxes/{id}/processes/{pid}/output",
+        "/v1/approvals",
+        "/v1/approvals/{id}",
+        "/v1/approvals/events",
     ] {
         assert!(
             doc["paths"].get(route).is_some(),
