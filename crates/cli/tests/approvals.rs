@@ -204,7 +204,6 @@ fn ids(list: &[Value]) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn an_exec_waits_for_its_approval_through_the_api_then_the_cli() {
     if ready() {
         return;
@@ -273,7 +272,6 @@ fn an_exec_waits_for_its_approval_through_the_api_then_the_cli() {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn denied_and_expired_approvals_fail_with_the_structured_error() {
     if ready() {
         return;
@@ -324,7 +322,6 @@ fn denied_and_expired_approvals_fail_with_the_structured_error() {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn scopes_hold_session_ends_with_the_session_duration_ends_in_time() {
     if ready() {
         return;
@@ -376,7 +373,6 @@ fn scopes_hold_session_ends_with_the_session_duration_ends_in_time() {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn pending_approvals_survive_a_restart_and_expire_after_it() {
     if ready() {
         return;
@@ -421,7 +417,6 @@ fn pending_approvals_survive_a_restart_and_expire_after_it() {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn an_approver_token_answers_the_asking_token_cannot() {
     if ready() {
         return;
@@ -501,7 +496,6 @@ fn an_approver_token_answers_the_asking_token_cannot() {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn a_policy_forbid_is_never_lifted_by_a_grant() {
     if ready() {
         return;
@@ -532,7 +526,6 @@ fn a_policy_forbid_is_never_lifted_by_a_grant() {
 }
 
 #[test]
-#[ignore = "needs Cedar policy files in cordon-authz (Authorizer::parse)"]
 fn a_persistent_grant_needs_a_second_confirmation_and_is_a_rule_in_the_policy() {
     if ready() {
         return;
