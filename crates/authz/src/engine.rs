@@ -7,7 +7,9 @@ use crate::error::Diagnostic;
 use crate::locate;
 use crate::rules::{self, Limits, Rule, RuleKind};
 use crate::types::{Decision, DecisionSource, Effect, Request, RuleRef};
-use cedar_policy::{AuthorizationError, PolicySet, Schema, ValidationMode, Validator};
+use cedar_policy::{
+    ActionConstraint, AuthorizationError, PolicySet, Schema, ValidationMode, Validator,
+};
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -23,7 +25,8 @@ pub(crate) fn schema() -> Result<Schema, String> {
 
 #[derive(Debug)]
 pub(crate) struct Engine {
-    policies: PolicySet,
+    /// The policies that may apply, by action kind (see `by_action`).
+    policies: HashMap<&'static str, PolicySet>,
     rules: HashMap<String, Rule>,
     names: Names,
     cedar: cedar_policy::Authorizer,
@@ -98,6 +101,7 @@ impl Engine {
             return Err(errors);
         }
         let names = Names::new().map_err(|e| vec![one(0, e, None)])?;
+        let policies = by_action(&policies).map_err(|e| vec![one(0, e, None)])?;
         Ok(Engine {
             policies,
             rules,
@@ -128,9 +132,12 @@ impl Engine {
             Ok(r) => r,
             Err(e) => return Some(internal_error(&e.to_string())),
         };
+        let Some(policies) = self.policies.get(req.action.kind()) else {
+            return Some(internal_error("no policy set for this action"));
+        };
         let response = self
             .cedar
-            .is_authorized(&request, &self.policies, &parts.entities);
+            .is_authorized(&request, policies, &parts.entities);
         let diags = response.diagnostics();
         // A forbid that fails to evaluate denies: a deny rule never fails open.
         let failed_forbid = diags
@@ -147,6 +154,33 @@ impl Engine {
             .collect();
         combine(&matched, failed_forbid)
     }
+}
+
+/// Cedar evaluates every policy of a set on each request. A policy whose
+/// action scope names other actions can never match (cordon's actions have
+/// no groups, so `action in [..]` is a list of alternatives), so each action
+/// kind gets only the policies that may apply to it: the same decisions for
+/// a fraction of the work.
+fn by_action(all: &PolicySet) -> Result<HashMap<&'static str, PolicySet>, String> {
+    let mut out = HashMap::new();
+    for kind in crate::ACTION_KINDS {
+        let is_kind = |uid: &cedar_policy::EntityUid| {
+            uid.type_name().to_string() == "Action" && uid.id().unescaped() == kind
+        };
+        let mut set = PolicySet::new();
+        for p in all.policies() {
+            let applies = match p.action_constraint() {
+                ActionConstraint::Any => true,
+                ActionConstraint::Eq(uid) => is_kind(&uid),
+                ActionConstraint::In(uids) => uids.iter().any(is_kind),
+            };
+            if applies {
+                set.add(p.clone()).map_err(|e| e.to_string())?;
+            }
+        }
+        out.insert(kind, set);
+    }
+    Ok(out)
 }
 
 /// Combines the rules that matched, in cordon's order.

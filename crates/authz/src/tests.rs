@@ -335,3 +335,58 @@ fn every_action_kind_fits_the_schema() {
     }
     assert_eq!(kinds.len(), ACTION_KINDS.len());
 }
+
+/// Policies are indexed by the actions their scope names; a rule with no
+/// action constraint still applies to every kind, `action in [..]` to each
+/// listed kind and to no other.
+#[test]
+fn the_index_by_action_keeps_every_rule_that_may_apply() {
+    let a = policy(
+        r#"@id("banned") forbid(principal == Token::"banned", action, resource);
+           @id("files") permit(principal, action in [Action::"file_read", Action::"file_write"], resource);"#,
+    );
+    let actions = [
+        Action::CreateSandbox {
+            profile: "p".into(),
+        },
+        Action::Exec {
+            argv: vec!["ls".into()],
+        },
+        Action::Egress {
+            host: "h".into(),
+            port: 1,
+        },
+        Action::FileRead { path: "/a".into() },
+        Action::FileWrite { path: "/a".into() },
+        Action::Bind {
+            host_path: "/a".into(),
+            writable: false,
+        },
+        Action::RaiseLimits {
+            memory: None,
+            pids: Some(1),
+        },
+        Action::UseSecret { name: "S".into() },
+        Action::ToolCall {
+            server: "s".into(),
+            tool: "t".into(),
+            args_digest: String::new(),
+        },
+        Action::Promote {
+            run: "r".into(),
+            paths: vec![],
+        },
+    ];
+    for action in actions {
+        let kind = action.kind();
+        let banned = Request::new(Principal::named("banned"), action.clone(), ALLOW());
+        assert_eq!(a.decide(&banned).rule.id, "banned", "{kind}");
+        let d = a.decide(&Request::new(Principal::named("ci"), action, DENY()));
+        let expected = if kind.starts_with("file_") {
+            "files"
+        } else {
+            "profile:default"
+        };
+        assert_eq!(d.rule.id, expected, "{kind}");
+    }
+}
