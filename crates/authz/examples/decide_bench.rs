@@ -111,6 +111,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let median = measure("100 rules over every action", &policy, &req, n);
     let mut miss = req.clone();
     miss.principal.name = "nobody".into();
+    miss.action = Action::Exec {
+        argv: vec!["untouched".into(), "--flag".into()],
+    };
     measure("100 rules over every action, no match", &policy, &miss, n);
     let exec_only = Authorizer::parse(&hundred_exec_rules(), "exec.cedar")?;
     assert_eq!(exec_only.rule_count(), 100);
