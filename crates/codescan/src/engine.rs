@@ -1,5 +1,6 @@
 //! Scanning one text: parse, walk once (comments, string literals), run the
-//! combined query, the code and string expressions, and the embeddings.
+//! rule queries the text can match, the code and string expressions, and
+//! the embeddings.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -10,7 +11,7 @@ use tree_sitter::StreamingIterator;
 use crate::error::Error;
 use crate::finding::{Finding, HostRef};
 use crate::lang::Language;
-use crate::rules::{Compiled, LangRules, Rule, RulePack};
+use crate::rules::{Compiled, LangRules, Owner, Rule, RulePack};
 use crate::text::{literal_value, role, snippet, LineIndex, NodeRole};
 
 /// How deep code inside strings inside code is followed.
@@ -31,7 +32,8 @@ static DEV_TCP: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"/dev/(?:tcp|udp)/([A-Za-z0-9.:\[\]-]+)/(\d{1,5})").ok());
 
 /// A compiled rule pack, ready to scan text. Build it once; scanning is
-/// then a parse and one pass over the tree per text.
+/// then a parse, one walk of the tree, and a pass of each query whose
+/// literals the text holds.
 #[derive(Debug)]
 pub struct Scanner {
     compiled: Compiled,
@@ -177,6 +179,13 @@ impl Scanner {
         })
     }
 
+    /// Compile every query now (a scanner otherwise compiles a query when
+    /// a text first needs it): for a long-lived scanner, or to prove a
+    /// rule pack compiles.
+    pub fn compile_all(&self) -> Result<(), Error> {
+        self.compiled.compile_all()
+    }
+
     /// A scanner with cordon's own rules only.
     pub fn builtin() -> Result<Scanner, Error> {
         Scanner::new(&RulePack::builtin()?)
@@ -254,46 +263,77 @@ impl Scanner {
             origin,
         };
         let walked = walk(lang, &tree, source);
-        self.queries(&unit, rules, &tree, &walked, out);
+        let inner = self.queries(&unit, rules, &tree, &walked, depth < MAX_DEPTH, out)?;
         self.expressions(&unit, &walked, out);
         hosts(&unit, &walked, out);
-        if depth < MAX_DEPTH {
-            self.embedded(&unit, rules, &tree, depth, out)?;
-        }
+        self.embedded(&unit, inner, depth, out)?;
         Ok(())
     }
 
-    fn queries(
+    /// Run the rule and embedding queries the text can match: findings,
+    /// and the code inside strings that is run, as (target, text, offset).
+    fn queries<'s>(
         &self,
-        unit: &Unit<'_>,
+        unit: &Unit<'s>,
         rules: &LangRules,
         tree: &tree_sitter::Tree,
         walked: &Walked,
+        embeds: bool,
         out: &mut ScanResult,
-    ) {
-        let Some(query) = &rules.rules else { return };
-        let hit = query.capture_index_for_name("hit");
-        let mut cursor = tree_sitter::QueryCursor::new();
-        let mut matches = cursor.matches(query, tree.root_node(), unit.source.as_bytes());
-        while let Some(m) = matches.next() {
-            let Some(rule) = rules
-                .pattern_rule
-                .get(m.pattern_index)
-                .and_then(|&i| self.compiled.rules.get(i))
-            else {
-                continue;
-            };
-            let node = m
-                .captures()
-                .iter()
-                .find(|c| Some(c.index) == hit)
-                .or_else(|| m.captures().first());
-            if let Some(c) = node {
-                if requires(rule, &walked.no_comments) {
+    ) -> Result<Vec<(Language, &'s str, usize)>, Error> {
+        let present = rules.literals.present(unit.source);
+        let rule_live = rules.rules.iter().enumerate().filter(|(_, q)| {
+            q.possible(&present)
+                && self
+                    .compiled
+                    .rules
+                    .get(q.owner)
+                    .is_some_and(|r| requires(r, &walked.no_comments))
+        });
+        let embed_live = rules
+            .embeds
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| embeds && q.possible(&present));
+        let live: Vec<Owner> = rule_live
+            .map(|(i, _)| Owner::Rule(i))
+            .chain(embed_live.map(|(i, _)| Owner::Embed(i)))
+            .collect();
+        let mut inner = Vec::new();
+        run_queries(rules, &live, unit, tree, |owner, query, m| match owner {
+            Owner::Rule(i) => {
+                let Some(rule) = rules
+                    .rules
+                    .get(i)
+                    .and_then(|q| self.compiled.rules.get(q.owner))
+                else {
+                    return;
+                };
+                let hit = query.capture_index_for_name("hit");
+                let node = m
+                    .captures()
+                    .iter()
+                    .find(|c| Some(c.index) == hit)
+                    .or_else(|| m.captures().first());
+                if let Some(c) = node {
                     out.findings.push(unit.finding(rule, c.node.start_byte()));
                 }
             }
-        }
+            Owner::Embed(i) => {
+                let (Some(code), Some(q)) =
+                    (query.capture_index_for_name("code"), rules.embeds.get(i))
+                else {
+                    return;
+                };
+                for c in m.captures().iter().filter(|c| c.index == code) {
+                    let (text, start) = literal_value(unit.lang, &c.node, unit.source);
+                    if !text.trim().is_empty() {
+                        inner.push((q.owner, text, start));
+                    }
+                }
+            }
+        })?;
+        Ok(inner)
     }
 
     fn expressions(&self, unit: &Unit<'_>, walked: &Walked, out: &mut ScanResult) {
@@ -319,34 +359,14 @@ impl Scanner {
         }
     }
 
+    /// Scan the code found inside strings, in its own language.
     fn embedded(
         &self,
         unit: &Unit<'_>,
-        rules: &LangRules,
-        tree: &tree_sitter::Tree,
+        mut inner: Vec<(Language, &str, usize)>,
         depth: usize,
         out: &mut ScanResult,
     ) -> Result<(), Error> {
-        let Some(query) = &rules.embeds else {
-            return Ok(());
-        };
-        let Some(code) = query.capture_index_for_name("code") else {
-            return Ok(());
-        };
-        let mut inner = Vec::new();
-        let mut cursor = tree_sitter::QueryCursor::new();
-        let mut matches = cursor.matches(query, tree.root_node(), unit.source.as_bytes());
-        while let Some(m) = matches.next() {
-            let Some(&target) = rules.pattern_target.get(m.pattern_index) else {
-                continue;
-            };
-            for c in m.captures().iter().filter(|c| c.index == code) {
-                let (text, start) = literal_value(unit.lang, &c.node, unit.source);
-                if !text.trim().is_empty() {
-                    inner.push((target, text, start));
-                }
-            }
-        }
         inner.sort_by_key(|&(_, _, start)| start);
         inner.dedup_by_key(|&mut (_, _, start)| start);
         for (target, text, start) in inner {
@@ -360,6 +380,46 @@ impl Scanner {
         }
         Ok(())
     }
+}
+
+/// Above this many queries a text can match, they run as the language's
+/// one combined query: most of a query's cost is its walk of the tree
+/// (`benches/scan/run.sh`, instruction counts), so one walk beats several.
+const COMBINE_OVER: usize = 1;
+
+/// Run the `live` queries over the tree (as the combined query when there
+/// are more than [`COMBINE_OVER`]): `found` gets each match with the query
+/// it belongs to and the compiled query that matched.
+fn run_queries(
+    rules: &LangRules,
+    live: &[Owner],
+    unit: &Unit<'_>,
+    tree: &tree_sitter::Tree,
+    mut found: impl FnMut(Owner, &tree_sitter::Query, &tree_sitter::QueryMatch<'_, '_>),
+) -> Result<(), Error> {
+    let mut cursor = tree_sitter::QueryCursor::new();
+    let source = unit.source.as_bytes();
+    if live.len() > COMBINE_OVER {
+        let all = rules.combined(unit.lang)?;
+        let mut matches = cursor.matches(&all.query, tree.root_node(), source);
+        while let Some(m) = matches.next() {
+            match all.owner.get(m.pattern_index) {
+                Some(owner) if live.contains(owner) => found(*owner, &all.query, m),
+                _ => {}
+            }
+        }
+        return Ok(());
+    }
+    for &owner in live {
+        let Some(query) = rules.query(owner, unit.lang)? else {
+            continue;
+        };
+        let mut matches = cursor.matches(query, tree.root_node(), source);
+        while let Some(m) = matches.next() {
+            found(owner, query, m);
+        }
+    }
+    Ok(())
 }
 
 fn requires(rule: &Rule, no_comments: &str) -> bool {

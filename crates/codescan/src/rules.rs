@@ -33,6 +33,7 @@ use serde::Deserialize;
 use crate::error::Error;
 use crate::finding::Severity;
 use crate::lang::Language;
+use crate::prefilter::{Literals, Needs};
 
 /// cordon's own rules (`rules/builtin.toml`).
 pub const BUILTIN_RULES: &str = include_str!("../rules/builtin.toml");
@@ -175,11 +176,10 @@ impl RulePack {
         for (origin, e) in &self.embeds {
             embed_languages(origin, e)?;
         }
-        // Compiling a language's queries is most of a scanner's start-up, so
-        // a language is compiled when a text in it is first scanned, unless a
-        // user's rule or embedding has a query for it: that is compiled now,
-        // so that a bad one is refused, naming its file and rule, before
-        // anything runs.
+        // Compiling queries is most of a scanner's start-up, so a query is
+        // compiled when a text first needs it, except a user's: those are
+        // compiled now, so that a bad one is refused, naming its file and
+        // rule, before anything runs.
         let mut langs = BTreeMap::new();
         for lang in Language::ALL {
             let user = self
@@ -192,7 +192,9 @@ impl RulePack {
                 });
             let cell = OnceLock::new();
             if user {
-                let _ = cell.set(Ok(compile_language(lang, &self.rules, &self.embeds)?));
+                let built = lang_rules(lang, &self.rules, &self.embeds)?;
+                compile_queries(lang, &built, true)?;
+                let _ = cell.set(Ok(built));
             }
             langs.insert(lang, cell);
         }
@@ -256,34 +258,158 @@ impl Rule {
     }
 }
 
-/// One language's combined queries: every rule's patterns in one query (one
-/// pass over the tree), and the embeddings in another.
+/// A query of one rule or embedding for one language, compiled when a text
+/// first needs it: when the text holds what the query's predicates need
+/// (`crate::prefilter`).
+#[derive(Debug)]
+pub(crate) struct LazyQuery<T> {
+    /// The rule's index, or the embedding's target language.
+    pub owner: T,
+    origin: String,
+    /// From cordon's own rule file.
+    builtin: bool,
+    /// The rule's id, or `embed`.
+    id: String,
+    text: String,
+    needs: Needs,
+    query: OnceLock<Result<tree_sitter::Query, String>>,
+}
+
+impl<T> LazyQuery<T> {
+    /// Whether the query can match a text with these literals.
+    pub fn possible(&self, present: &[bool]) -> bool {
+        self.needs.possible(present)
+    }
+
+    /// The compiled query; an error names the rule and its file.
+    pub fn get(&self, lang: Language) -> Result<&tree_sitter::Query, Error> {
+        let compiled = self.query.get_or_init(|| {
+            tree_sitter::Query::new(&lang.grammar(), &self.text).map_err(|e| e.to_string())
+        });
+        compiled.as_ref().map_err(|e| Error::Rule {
+            origin: self.origin.clone(),
+            rule: self.id.clone(),
+            message: format!("query for {lang}: {e}"),
+        })
+    }
+}
+
+/// What a pattern of a language's combined query belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The rule query of this index in [`LangRules::rules`].
+    Rule(usize),
+    /// The embedding query of this index in [`LangRules::embeds`].
+    Embed(usize),
+}
+
+/// Every query of a language in one.
+#[derive(Debug)]
+pub(crate) struct Combined {
+    pub query: tree_sitter::Query,
+    /// For each pattern, the query it came from.
+    pub owner: Vec<Owner>,
+}
+
+/// One language's queries: each rule's and each embedding's on its own,
+/// and all of them in one query for a text that several can match (most of
+/// a query's cost is its walk of the tree, so one walk beats several);
+/// each compiled when first needed. And the literals that tell which
+/// queries a text can match.
 #[derive(Debug)]
 pub(crate) struct LangRules {
-    pub rules: Option<tree_sitter::Query>,
-    /// Rule index for each pattern of `rules`.
-    pub pattern_rule: Vec<usize>,
-    pub embeds: Option<tree_sitter::Query>,
-    /// Target language for each pattern of `embeds`.
-    pub pattern_target: Vec<Language>,
+    pub rules: Vec<LazyQuery<usize>>,
+    pub embeds: Vec<LazyQuery<Language>>,
+    all: OnceLock<Result<Combined, String>>,
+    pub literals: Literals,
+}
+
+impl LangRules {
+    /// The query of an owner, compiled on first use.
+    pub fn query(
+        &self,
+        owner: Owner,
+        lang: Language,
+    ) -> Result<Option<&tree_sitter::Query>, Error> {
+        match owner {
+            Owner::Rule(i) => self.rules.get(i).map(|q| q.get(lang)).transpose(),
+            Owner::Embed(i) => self.embeds.get(i).map(|q| q.get(lang)).transpose(),
+        }
+    }
+
+    /// Every query in one, compiled on first use.
+    pub fn combined(&self, lang: Language) -> Result<&Combined, Error> {
+        let all = self.all.get_or_init(|| {
+            let mut source = String::new();
+            let mut starts = Vec::new();
+            let rules = self
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, q)| (Owner::Rule(i), &q.text));
+            let embeds = self
+                .embeds
+                .iter()
+                .enumerate()
+                .map(|(i, q)| (Owner::Embed(i), &q.text));
+            for (owner, text) in rules.chain(embeds) {
+                starts.push((source.len(), owner));
+                source.push_str(text);
+                source.push('\n');
+            }
+            match tree_sitter::Query::new(&lang.grammar(), &source) {
+                Ok(query) => {
+                    let owner = owners(&query, &starts);
+                    Ok(Combined { query, owner })
+                }
+                // A query on its own names the rule that is wrong.
+                Err(e) => Err(self
+                    .rules
+                    .iter()
+                    .map(|q| q.get(lang).err())
+                    .chain(self.embeds.iter().map(|q| q.get(lang).err()))
+                    .flatten()
+                    .next()
+                    .map_or_else(
+                        || format!("combined query for {lang}: {e}"),
+                        |e| e.to_string(),
+                    )),
+            }
+        });
+        all.as_ref().map_err(|message| Error::RuleFile {
+            origin: "rule pack".into(),
+            message: message.clone(),
+        })
+    }
+}
+
+/// For each pattern of `query`, the owner of the text it starts in.
+fn owners(query: &tree_sitter::Query, starts: &[(usize, Owner)]) -> Vec<Owner> {
+    (0..query.pattern_count())
+        .filter_map(|i| {
+            let at = query.start_byte_for_pattern(i);
+            let k = starts.partition_point(|&(s, _)| s <= at);
+            starts.get(k.checked_sub(1)?).map(|&(_, owner)| owner)
+        })
+        .collect()
 }
 
 #[derive(Debug)]
 pub(crate) struct Compiled {
     pub rules: Vec<Rule>,
-    /// Each language's queries, compiled once, when first needed.
+    /// Each language's queries, read once, when first needed.
     langs: BTreeMap<Language, OnceLock<Result<LangRules, Error>>>,
     defs: Vec<(String, RuleDef)>,
     embeds: Vec<(String, EmbedDef)>,
 }
 
 impl Compiled {
-    /// A language's queries, compiled on first use.
+    /// A language's queries, read on first use.
     pub fn lang(&self, lang: Language) -> Result<Option<&LangRules>, Error> {
         let Some(cell) = self.langs.get(&lang) else {
             return Ok(None);
         };
-        match cell.get_or_init(|| compile_language(lang, &self.defs, &self.embeds)) {
+        match cell.get_or_init(|| lang_rules(lang, &self.defs, &self.embeds)) {
             Ok(rules) => Ok(Some(rules)),
             Err(e) => Err(Error::RuleFile {
                 origin: "rule pack".into(),
@@ -291,6 +417,31 @@ impl Compiled {
             }),
         }
     }
+
+    /// Compile every query of every language now.
+    pub fn compile_all(&self) -> Result<(), Error> {
+        for lang in Language::ALL {
+            if let Some(rules) = self.lang(lang)? {
+                compile_queries(lang, rules, false)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Compile the queries of `rules` (only the user's with `user_only`).
+fn compile_queries(lang: Language, rules: &LangRules, user_only: bool) -> Result<(), Error> {
+    for q in rules.rules.iter().filter(|q| !(user_only && q.builtin)) {
+        q.get(lang)?;
+    }
+    for q in rules.embeds.iter().filter(|q| !(user_only && q.builtin)) {
+        q.get(lang)?;
+    }
+    let any = !rules.rules.is_empty() || !rules.embeds.is_empty();
+    if !user_only && any {
+        rules.combined(lang)?;
+    }
+    Ok(())
 }
 
 /// The languages an embedding is from and to; an error names a bad one.
@@ -390,115 +541,53 @@ fn query_for(def: &RuleDef, lang: Language) -> Option<&str> {
     .map(String::as_str)
 }
 
-fn compile_language(
+fn lang_rules(
     lang: Language,
     rules: &[(String, RuleDef)],
     embeds: &[(String, EmbedDef)],
 ) -> Result<LangRules, Error> {
-    let grammar = lang.grammar();
-    // Every rule's query in one text; (start byte, rule index) per rule, to
-    // map each pattern of the combined query back to its rule.
-    let mut source = String::new();
-    let mut starts = Vec::new();
-    for (index, (_, def)) in rules.iter().enumerate() {
-        let Some(q) = query_for(def, lang) else {
-            continue;
-        };
-        starts.push((source.len(), index));
-        source.push_str(q);
-        source.push('\n');
+    let mut literals = Literals::default();
+    let mut lazy = |origin: &str, builtin: bool, id: &str, text: &str| LazyQuery {
+        owner: (),
+        origin: origin.to_owned(),
+        builtin,
+        id: id.to_owned(),
+        text: text.to_owned(),
+        needs: literals.add_query(text),
+        query: OnceLock::new(),
+    };
+    let mut rule_queries = Vec::new();
+    for (index, (origin, def)) in rules.iter().enumerate() {
+        if let Some(q) = query_for(def, lang) {
+            rule_queries.push(lazy(origin, def.builtin, &def.id, q).with_owner(index));
+        }
     }
-    let rules_query = combined(&grammar, &source, lang).map_err(|e| {
-        // Compile each rule alone only to say which one is wrong.
-        first_bad(
-            &grammar,
-            lang,
-            rules.iter().filter_map(|(origin, def)| {
-                query_for(def, lang).map(|q| (origin.as_str(), def.id.as_str(), q))
-            }),
-        )
-        .unwrap_or(e)
-    })?;
-    let pattern_rule = owners(rules_query.as_ref(), &starts);
-    let mut source = String::new();
-    let mut starts = Vec::new();
+    let mut embed_queries = Vec::new();
     for (origin, e) in embeds {
         let (from, to) = embed_languages(origin, e)?;
-        if !embeds_in(from, lang) {
-            continue;
+        if embeds_in(from, lang) {
+            embed_queries.push(lazy(origin, e.builtin, "embed", &e.query).with_owner(to));
         }
-        starts.push((source.len(), to));
-        source.push_str(&e.query);
-        source.push('\n');
     }
-    let embeds_query = combined(&grammar, &source, lang).map_err(|err| {
-        first_bad(
-            &grammar,
-            lang,
-            embeds
-                .iter()
-                .filter(|(origin, e)| {
-                    embed_languages(origin, e).is_ok_and(|(from, _)| embeds_in(from, lang))
-                })
-                .map(|(origin, e)| (origin.as_str(), "embed", e.query.as_str())),
-        )
-        .unwrap_or(err)
-    })?;
-    let pattern_target = owners(embeds_query.as_ref(), &starts);
+    literals.finish();
     Ok(LangRules {
-        rules: rules_query,
-        pattern_rule,
-        embeds: embeds_query,
-        pattern_target,
+        rules: rule_queries,
+        embeds: embed_queries,
+        all: OnceLock::new(),
+        literals,
     })
 }
 
-/// For each pattern of `query`, the owner of the text it starts in.
-fn owners<T: Copy>(query: Option<&tree_sitter::Query>, starts: &[(usize, T)]) -> Vec<T> {
-    let Some(query) = query else {
-        return Vec::new();
-    };
-    (0..query.pattern_count())
-        .filter_map(|i| {
-            let at = query.start_byte_for_pattern(i);
-            let k = starts.partition_point(|&(s, _)| s <= at);
-            starts.get(k.checked_sub(1)?).map(|&(_, owner)| owner)
-        })
-        .collect()
-}
-
-/// The first query (origin, id, text) that does not compile, as an error
-/// naming it.
-fn first_bad<'a>(
-    grammar: &tree_sitter::Language,
-    lang: Language,
-    queries: impl Iterator<Item = (&'a str, &'a str, &'a str)>,
-) -> Option<Error> {
-    queries
-        .filter_map(|(origin, id, q)| {
-            tree_sitter::Query::new(grammar, q)
-                .err()
-                .map(|e| Error::Rule {
-                    origin: origin.to_owned(),
-                    rule: id.to_owned(),
-                    message: format!("query for {lang}: {e}"),
-                })
-        })
-        .next()
-}
-
-fn combined(
-    grammar: &tree_sitter::Language,
-    source: &str,
-    lang: Language,
-) -> Result<Option<tree_sitter::Query>, Error> {
-    if source.trim().is_empty() {
-        return Ok(None);
+impl LazyQuery<()> {
+    fn with_owner<T>(self, owner: T) -> LazyQuery<T> {
+        LazyQuery {
+            owner,
+            origin: self.origin,
+            builtin: self.builtin,
+            id: self.id,
+            text: self.text,
+            needs: self.needs,
+            query: self.query,
+        }
     }
-    tree_sitter::Query::new(grammar, source)
-        .map(Some)
-        .map_err(|e| Error::RuleFile {
-            origin: "rule pack".into(),
-            message: format!("combined query for {lang}: {e}"),
-        })
 }

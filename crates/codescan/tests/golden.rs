@@ -29,7 +29,10 @@ fn inputs() -> Vec<(String, cordon_codescan::Language, String)> {
     // All malicious snippets of one language in one text (many findings
     // per text: the per-line dedup and the cap on code matches at work).
     let mut joined: Vec<(cordon_codescan::Language, String)> = Vec::new();
-    for dir in ["crates/codescan/tests/corpus/malicious", "benches/scan/inputs"] {
+    for dir in [
+        "crates/codescan/tests/corpus/malicious",
+        "benches/scan/inputs",
+    ] {
         let path = root.join(dir);
         let mut files = files_under(&path, None).unwrap_or_else(|e| panic!("{e}"));
         files.sort_by(|a, b| a.path.cmp(&b.path));
