@@ -567,12 +567,12 @@ fn a_persistent_grant_needs_a_second_confirmation_and_is_a_rule_in_the_policy() 
     assert_eq!(r.status, 403, "{}", r.body);
 }
 
-/// A one-request HTTP server on the host: answers `hello` to a GET.
-fn host_http() -> (u16, std::thread::JoinHandle<()>) {
+/// An HTTP server on the host for `n` requests: answers `hello` to each.
+fn host_http(n: usize) -> (u16, std::thread::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let h = std::thread::spawn(move || {
-        for s in l.incoming().take(1) {
+        for s in l.incoming().take(n) {
             let mut s = s.unwrap();
             let mut buf = [0u8; 4096];
             let _ = s.read(&mut buf);
@@ -601,7 +601,7 @@ fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
         "extends": "low",
         "network": {"mode": "proxy", "on_unlisted": "ask", "allow_private": true}
     }}));
-    let (port, host) = host_http();
+    let (port, host) = host_http(3);
     let url = format!("http://127.0.0.1:{port}/");
     let waiting = srv.exec_bg(&sb, &["curl", "-sS", "--max-time", "60", &url]);
     let a = srv.next_pending(&[]);
@@ -617,6 +617,23 @@ fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
     let done = waiting.join().unwrap();
     assert_eq!(done.status, 200, "{}", done.body);
     assert_eq!(done.json()["stdout"], "hello\n", "{}", done.body);
+    // Once was one connection: the next asks again; approved for the
+    // session, the host joins the sandbox's proxy rules (a live grant).
+    let seen = vec![a["id"].as_str().unwrap().to_owned()];
+    let waiting = srv.exec_bg(&sb, &["curl", "-sS", "--max-time", "60", &url]);
+    let b = srv.next_pending(&seen);
+    let r = srv.answer(
+        b["id"].as_str().unwrap(),
+        json!({"decision": "approve", "scope": "session"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(waiting.join().unwrap().json()["stdout"], "hello\n");
+    let grants = srv.unix("GET", &format!("/v1/sandboxes/{sb}/grants"), None).json();
+    assert_eq!(grants["grants"][0]["host"], "127.0.0.1", "{grants}");
+    assert_eq!(grants["grants"][0]["port"], port, "{grants}");
+    let r = srv.exec(&sb, &["curl", "-sS", "--max-time", "10", &url]);
+    assert_eq!(r.json()["stdout"], "hello\n", "{}", r.body);
+    assert!(srv.pending().is_empty(), "asked nobody");
     host.join().unwrap();
     srv.audit_has(&[
         "\"egress\"",

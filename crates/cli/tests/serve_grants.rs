@@ -375,27 +375,75 @@ fn a_grant_expires_by_itself() {
     assert_ne!(code, 0, "gone after expiry: {out}");
 }
 
-/// Layer: the grants route's caller check and the owner's ceiling. A
-/// token may not widen even its own sandbox (it may list and narrow); the
-/// owner may widen a token's sandbox only within that token's ceiling.
+/// Layer: the Gate in front of the grants route (crates/approvals), the
+/// approval grant's end narrowing the widening (server `escalation.rs`),
+/// and the owner's ceiling. A token's widening asks an approver:
+/// unanswered it is refused; approved for a duration it is in effect and
+/// narrowed again when the approval's grant ends. The owner may widen a
+/// token's sandbox only within that token's ceiling.
 #[test]
-fn a_token_cannot_widen_and_no_widening_passes_the_ceiling() {
+fn a_token_asks_to_widen_and_no_widening_passes_the_ceiling() {
     if ready() {
         return;
     }
-    let s = Serve::start(&["--listen", "127.0.0.1:0"]);
+    let s = Serve::start(&["--listen", "127.0.0.1:0", "--approval-timeout", "2s"]);
     let t = s.token(&["--name", "agent", "--preset", "low", "--memory", "512M"]);
     let (status, v) = s.with_token(&t, "POST", "/v1/sandboxes", json!({}));
     assert_eq!(status, 201, "{v}");
     let sb = v["id"].as_str().unwrap().to_owned();
-    let (status, v) = s.with_token(
-        &t,
-        "POST",
-        &format!("/v1/sandboxes/{sb}/grants"),
-        json!({"kind": "limits", "memory": "384M"}),
-    );
+    let grants_path = format!("/v1/sandboxes/{sb}/grants");
+    let raise = json!({"kind": "limits", "memory": "384M"});
+    let (status, v) = s.with_token(&t, "POST", &grants_path, raise.clone());
     assert_eq!(status, 403, "{v}");
-    assert!(v.to_string().contains("owner"), "{v}");
+    assert_eq!(v["error"]["code"], "approval_expired", "{v}");
+    assert!(s.grants(&sb).is_empty());
+    // More processes, asked again and approved for 3 s: in effect, then
+    // narrowed.
+    let raise = json!({"kind": "limits", "pids": 4096});
+    let asking = {
+        let (addr, t, path, raise) = (
+            s.tcp.clone().unwrap(),
+            t.clone(),
+            grants_path.clone(),
+            raise.clone(),
+        );
+        std::thread::spawn(move || {
+            let c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            http_request(c, "POST", &path, Some(&t), &raise.to_string())
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let (_, v) = s.owner("GET", "/v1/approvals?state=pending", None);
+        if let Some(a) = v["approvals"].as_array().and_then(|a| a.first()) {
+            assert_eq!(a["subject"]["kind"], "limits", "{a}");
+            break a["id"].as_str().unwrap().to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no approval asked");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (status, v) = s.owner(
+        "POST",
+        &format!("/v1/approvals/{id}"),
+        Some(json!({"decision": "approve", "scope": "duration", "duration": "3s"})),
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, text) = asking.join().unwrap();
+    assert_eq!(status, 201, "{text}");
+    assert_eq!(
+        s.grants(&sb).len(),
+        1,
+        "in effect while the approval's grant lasts"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !s.grants(&sb).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "narrowed when the grant ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let (status, _) = s.with_token(&t, "GET", &format!("/v1/sandboxes/{sb}/grants"), json!({}));
     assert_eq!(status, 200);
     // The owner, widening the token's sandbox: within the ceiling, yes.

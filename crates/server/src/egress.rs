@@ -41,9 +41,13 @@ impl EventSink for AuditSink {
 /// Hosts no rule of the profile covers, under `on_unlisted = "ask"`: the
 /// Gate decides (a policy rule, a grant, or a human answering an approval
 /// while the connection waits).
+/// An approval granted for longer than once widens the session's proxy
+/// rules for the grant's life ([`crate::escalation`]): later connections
+/// go through without asking, and when the grant ends the host's open
+/// connections are cut.
 #[derive(Debug)]
 pub struct GateApprover {
-    pub gate: Arc<cordon_approvals::Gate>,
+    pub state: crate::state::AppState,
     pub principal: cordon_authz::Principal,
 }
 
@@ -69,7 +73,25 @@ impl cordon_egress::Approver for GateApprover {
                 },
             );
             req.session = Some(sandbox_id.to_owned());
-            self.gate.check(req).await.is_ok()
+            let Ok(allowed) = self.state.gate().check(req).await else {
+                return false;
+            };
+            let session = self.state.engine().ok().and_then(|e| e.session(sandbox_id));
+            if let (Some(session), Some(_)) = (session, &allowed.grant) {
+                if allowed.scope != Some(cordon_approvals::Scope::Once) {
+                    let w = cordon_session::Widening::Egress {
+                        host: host.to_owned(),
+                        port,
+                    };
+                    let actor = "approvals";
+                    let widened =
+                        crate::escalation::widen(&self.state, actor, &session, w, None, &allowed);
+                    if let Err(e) = widened.await {
+                        tracing::warn!("egress grant for {host}:{port} in {sandbox_id}: {e}");
+                    }
+                }
+            }
+            true
         })
     }
 }

@@ -5,9 +5,11 @@
 //!
 //! [`apply`] is the one way in: it checks the sandbox owner's ceiling (a
 //! widening never goes past it, whoever approved it), widens, and records
-//! the grant. Until approvals decide who may ask, only the owner (the unix
-//! socket) may widen; anyone who may see the sandbox may list and narrow
-//! its grants (narrowing only takes access away).
+//! the grant. A widening passes the Gate first: the owner's is allowed
+//! unless the policy says otherwise, a token's asks an approver; one
+//! allowed through an approval's grant ends with that grant
+//! ([`crate::escalation`]). Anyone who may see the sandbox may list and
+//! narrow its grants (narrowing only takes access away).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use axum::{Json, Router};
+use cordon_authz::{Action, DefaultVerdict};
 use cordon_session::{ActiveWidening, Session, Widening, WideningId};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -210,6 +213,28 @@ pub fn widening_of(req: &GrantRequest) -> Result<(Widening, Option<Duration>), A
     Ok((widening, expires))
 }
 
+/// What the Gate is asked about a widening.
+pub fn action_of(w: &Widening) -> Action {
+    match w {
+        Widening::Egress { host, port } => Action::Egress {
+            host: host.clone(),
+            port: *port,
+        },
+        Widening::Bind {
+            host_path,
+            writable,
+            ..
+        } => Action::Bind {
+            host_path: host_path.display().to_string(),
+            writable: *writable,
+        },
+        Widening::Limits { memory, pids } => Action::RaiseLimits {
+            memory: *memory,
+            pids: *pids,
+        },
+    }
+}
+
 /// Refuse a widening beyond the ceiling of the token that owns the
 /// sandbox (the owner's sandboxes have none). Whoever approved it, a
 /// widening never goes past what the sandbox's owner could have asked for
@@ -328,7 +353,7 @@ pub async fn revoke(
     responses(
         (status = 201, description = "In effect inside the sandbox", body = GrantView),
         (status = 400, description = "Bad request", body = ErrorBody),
-        (status = 403, description = "Not the owner, or beyond the sandbox's ceiling", body = ErrorBody),
+        (status = 403, description = "Refused by the policy or an approver (a token's widening asks), or beyond the sandbox's ceiling", body = ErrorBody),
         (status = 404, description = "No such sandbox", body = ErrorBody),
         (status = 422, description = "The sandbox cannot be widened so", body = ErrorBody),
     ))]
@@ -339,18 +364,30 @@ pub async fn create(
     ApiJson(req): ApiJson<GrantRequest>,
 ) -> Result<(StatusCode, Json<GrantView>), ApiError> {
     let session = state.session_for(&caller, &id)?;
-    if !caller.is_owner() {
-        return Err(ApiError::forbidden(format!(
-            "token '{}' may not widen a sandbox: grants are given by the owner",
-            caller.name()
-        ))
-        .with_fix(
-            "ask the owner to grant it over the unix socket (POST /v1/sandboxes/{id}/grants)",
-        ));
-    }
     let (widening, expires) = widening_of(&req)?;
+    // The owner widens its own sandboxes; a token asks (an approver
+    // answers), unless the policy decides otherwise.
+    let default = if caller.is_owner() {
+        DefaultVerdict::Allow {
+            rule: "builtin:owner-widens".into(),
+        }
+    } else {
+        DefaultVerdict::Ask {
+            rule: "builtin:token-asks-to-widen".into(),
+        }
+    };
+    let req = crate::gate::request(&caller, Some(&id), action_of(&widening), default);
+    let allowed = state.gate().check(req).await?;
     let until = expires.map(|d| SystemTime::now() + d);
-    let view = apply(&state, caller.name(), &session, widening, until).await?;
+    let view = crate::escalation::widen(
+        &state,
+        caller.name(),
+        &session,
+        widening,
+        until,
+        &allowed,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 

@@ -27,6 +27,7 @@ pub mod console;
 pub mod contexts;
 pub mod egress;
 pub mod error;
+pub mod escalation;
 pub mod extract;
 pub mod files;
 pub mod grants;

@@ -268,6 +268,7 @@ pub async fn serve(spawner: Spawner, opts: ServeOptions) -> Result<(), ServeErro
             eprintln!("cordon serve: {lost} sandbox(es) of a previous server were lost with it (recorded)");
         }
     }
+    crate::escalation::start(state.clone());
     crate::approval_tasks::start(
         gate.approvals().clone(),
         audit.clone(),

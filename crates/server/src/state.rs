@@ -83,6 +83,7 @@ struct Inner {
     console: cordon_console::ConsoleSessions,
     verifier: crate::timeline::Verifier,
     gate: Arc<cordon_approvals::Gate>,
+    widened: crate::escalation::Widened,
 }
 
 impl AppState {
@@ -112,6 +113,7 @@ impl AppState {
                 console: cordon_console::ConsoleSessions::default(),
                 verifier: crate::timeline::Verifier::default(),
                 gate,
+                widened: crate::escalation::Widened::default(),
             }),
         }
     }
@@ -126,6 +128,11 @@ impl AppState {
     /// The Gate: policy, grants and approvals (see [`crate::gate`]).
     pub fn gate(&self) -> &Arc<cordon_approvals::Gate> {
         &self.inner.gate
+    }
+
+    /// The widenings made under approval grants (see [`crate::escalation`]).
+    pub fn widened(&self) -> &crate::escalation::Widened {
+        &self.inner.widened
     }
 
     pub fn tokens(&self) -> &TokenStore {

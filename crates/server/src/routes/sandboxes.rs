@@ -124,7 +124,7 @@ pub async fn create(
                 plan.identity.clone(),
                 session.live_grants(),
                 Some(crate::egress::GateApprover {
-                    gate: state.gate().clone(),
+                    state: state.clone(),
                     principal: caller.principal(),
                 }),
             ) {
