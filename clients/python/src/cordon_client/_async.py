@@ -10,12 +10,12 @@ context manager::
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, Awaitable, Callable, Generator, List, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncGenerator, Awaitable, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Union
 
 from . import _replies
 from . import _requests as rq
 from ._config import resolve_endpoint
-from ._errors import NotFound
+from ._errors import Conflict, NotFound
 from ._http import AsyncHTTP, TimeoutArg
 from ._models import CellResult, Event, ExecResult, Listing, Output, ProcessInfo, SandboxInfo, collect
 from ._requests import Body, Duration
@@ -41,6 +41,35 @@ class AsyncClient:
 
     async def sandboxes(self) -> List[SandboxInfo]:
         return _replies.sandboxes(await self.http.json(rq.list_sandboxes()))
+
+    async def approvals(self, state: Optional[str] = "pending") -> List[Dict[str, Any]]:
+        """See :meth:`cordon_client.Client.approvals`."""
+        return list((await self.http.json(rq.list_approvals(state)))["approvals"])
+
+    async def approval(self, approval_id: str) -> Dict[str, Any]:
+        return dict(await self.http.json(rq.get_approval(approval_id)))
+
+    async def approve(
+        self,
+        approval_id: str,
+        scope: str = "once",
+        *,
+        duration: Optional[Duration] = None,
+        confirm: bool = False,
+    ) -> Dict[str, Any]:
+        """See :meth:`cordon_client.Client.approve`."""
+        call = rq.answer_approval(approval_id, "approve", scope=scope, duration=duration)
+        try:
+            return dict(await self.http.json(call))
+        except Conflict as e:
+            token = e.body.get("confirm") if isinstance(e.body, dict) else None
+            if not (confirm and token):
+                raise
+        call = rq.answer_approval(approval_id, "approve", scope=scope, duration=duration, confirm=token)
+        return dict(await self.http.json(call))
+
+    async def deny(self, approval_id: str) -> Dict[str, Any]:
+        return dict(await self.http.json(rq.answer_approval(approval_id, "deny")))
 
     async def close(self) -> None:
         await self.http.close()

@@ -19,6 +19,7 @@ __all__ = [
     "BadRequest",
     "Unauthorized",
     "Forbidden",
+    "PolicyRefused",
     "NotFound",
     "Timeout",
     "Conflict",
@@ -81,6 +82,27 @@ class Unauthorized(CordonError):
 
 class Forbidden(CordonError):
     """403: the request goes beyond the token's ceiling."""
+
+
+class PolicyRefused(Forbidden):
+    """403 from the policy or an approver: ``code`` is ``"policy_denied"``,
+    ``"approval_denied"`` or ``"approval_expired"``.
+
+    Attributes:
+        subject: what was refused, e.g. ``{"kind": "exec", "argv_prefix": [...]}``.
+        rule: the rule that decided, ``{"id", "file", "line"}``.
+        approval: the approval that was asked (``"ap_..."``), if one was.
+        would_allow: the grant that would allow it, in words (``None`` for
+            a ``forbid``: only a change of the policy can).
+    """
+
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        err = self.body.get("error", {}) if isinstance(self.body, dict) else {}
+        self.subject: Optional[Dict[str, Any]] = err.get("subject")
+        self.rule: Optional[Dict[str, Any]] = err.get("rule")
+        self.approval: Optional[str] = err.get("approval")
+        self.would_allow: Optional[str] = err.get("would_allow")
 
 
 class NotFound(CordonError):
@@ -151,6 +173,9 @@ _BY_CODE: Dict[str, Type[CordonError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
+    "policy_denied": PolicyRefused,
+    "approval_denied": PolicyRefused,
+    "approval_expired": PolicyRefused,
     "not_found": NotFound,
     "request_timeout": Timeout,
     "conflict": Conflict,

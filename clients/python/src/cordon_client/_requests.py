@@ -163,6 +163,43 @@ def health() -> Call:
     return Call("GET", "/v1/health")
 
 
+# --- approvals ---------------------------------------------------------
+
+SCOPES = ("once", "session", "duration", "persistent")
+
+
+def list_approvals(state: Optional[str]) -> Call:
+    return Call("GET", "/v1/approvals", params={"state": state} if state else None)
+
+
+def get_approval(approval_id: str) -> Call:
+    return Call("GET", "/v1/approvals/" + _seg(approval_id))
+
+
+def answer_approval(
+    approval_id: str,
+    decision: str,
+    *,
+    scope: Optional[str] = None,
+    duration: Optional[Duration] = None,
+    confirm: Optional[str] = None,
+) -> Call:
+    """``POST /v1/approvals/{id}``; ``scope`` ``duration`` needs ``duration``."""
+    if scope is not None and scope not in SCOPES:
+        raise ValueError(f"scope: {scope!r} is not one of {', '.join(SCOPES)}")
+    if scope == "duration" and duration is None:
+        raise ValueError("scope='duration' needs duration=, e.g. '10m'")
+    body = _strip_none(
+        {
+            "decision": decision,
+            "scope": scope,
+            "duration": None if duration is None else wire_duration(duration),
+            "confirm": confirm,
+        }
+    )
+    return Call("POST", "/v1/approvals/" + _seg(approval_id), json=body)
+
+
 # --- exec and processes -------------------------------------------------
 
 

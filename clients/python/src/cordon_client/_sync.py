@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Generator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Union
 
 from . import _replies
 from . import _requests as rq
 from ._config import resolve_endpoint
-from ._errors import NotFound
+from ._errors import Conflict, NotFound
 from ._http import SyncHTTP, TimeoutArg
 from ._models import CellResult, Event, ExecResult, Listing, Output, ProcessInfo, SandboxInfo, collect
 from ._requests import Body, Duration
@@ -45,6 +45,45 @@ class Client:
     def sandboxes(self) -> List[SandboxInfo]:
         """Every sandbox this caller can see."""
         return _replies.sandboxes(self.http.json(rq.list_sandboxes()))
+
+    def approvals(self, state: Optional[str] = "pending") -> List[Dict[str, Any]]:
+        """The approvals this caller can see (``state=None``: all), newest
+        first, as the API's JSON (``id, kind, subject, grant_subject,
+        principal, session, offers, rule, expires_unix_ms, state``, ...)."""
+        return list(self.http.json(rq.list_approvals(state))["approvals"])
+
+    def approval(self, approval_id: str) -> Dict[str, Any]:
+        """One approval."""
+        return dict(self.http.json(rq.get_approval(approval_id)))
+
+    def approve(
+        self,
+        approval_id: str,
+        scope: str = "once",
+        *,
+        duration: Optional[Duration] = None,
+        confirm: bool = False,
+    ) -> Dict[str, Any]:
+        """Approve (as the owner, or with a token made with ``--approver``).
+
+        ``scope``: ``"once"``, ``"session"``, ``"duration"`` (with
+        ``duration="10m"``) or ``"persistent"``. A persistent answer appends
+        a rule to the server's policy file: without ``confirm=True`` it
+        raises :class:`Conflict` whose ``body["rule"]`` is the rule's text.
+        """
+        call = rq.answer_approval(approval_id, "approve", scope=scope, duration=duration)
+        try:
+            return dict(self.http.json(call))
+        except Conflict as e:
+            token = e.body.get("confirm") if isinstance(e.body, dict) else None
+            if not (confirm and token):
+                raise
+        call = rq.answer_approval(approval_id, "approve", scope=scope, duration=duration, confirm=token)
+        return dict(self.http.json(call))
+
+    def deny(self, approval_id: str) -> Dict[str, Any]:
+        """Deny: the waiting action fails with :class:`PolicyRefused`."""
+        return dict(self.http.json(rq.answer_approval(approval_id, "deny")))
 
     def close(self) -> None:
         self.http.close()
