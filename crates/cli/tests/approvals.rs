@@ -33,6 +33,14 @@ when { context.program == "echo" && context.argv.contains("deploy") };
 @id("no-force")
 forbid(principal, action == Action::"exec", resource)
 when { context.argv.contains("--force") };
+
+@id("no-high")
+forbid(principal, action == Action::"create_sandbox", resource)
+when { context.profile == "high" };
+
+@id("keep-out")
+forbid(principal, action == Action::"file_write", resource)
+when { context.path like "/workspace/keep-out*" };
 "#;
 
 fn ready() -> bool {
@@ -628,7 +636,9 @@ fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(waiting.join().unwrap().json()["stdout"], "hello\n");
-    let grants = srv.unix("GET", &format!("/v1/sandboxes/{sb}/grants"), None).json();
+    let grants = srv
+        .unix("GET", &format!("/v1/sandboxes/{sb}/grants"), None)
+        .json();
     assert_eq!(grants["grants"][0]["host"], "127.0.0.1", "{grants}");
     assert_eq!(grants["grants"][0]["port"], port, "{grants}");
     let r = srv.exec(&sb, &["curl", "-sS", "--max-time", "10", &url]);
@@ -640,4 +650,131 @@ fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
         "profile:network.on_unlisted=ask",
         "approval_decided",
     ]);
+}
+
+/// Read from `s` until the text holds every one of `needles` (or 20 s).
+fn read_until(s: &mut UnixStream, needles: &[&str]) -> String {
+    let mut text = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    while Instant::now() < deadline && !needles.iter().all(|n| text.contains(n)) {
+        if let Ok(n) = s.read(&mut buf) {
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+    text
+}
+
+/// A webhook receiver on the host: the first request's head and body.
+fn webhook_receiver() -> (u16, std::thread::JoinHandle<(String, String)>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut data = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = s.read(&mut buf).unwrap_or(0);
+            data.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&data).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .unwrap_or(0);
+                if body.len() >= len || n == 0 {
+                    let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+                    return (head.to_owned(), body.to_owned());
+                }
+            }
+            if n == 0 {
+                return (text, String::new());
+            }
+        }
+    });
+    (port, h)
+}
+
+#[test]
+fn a_new_approval_reaches_the_event_stream_and_the_webhook() {
+    if ready() {
+        return;
+    }
+    let (port, hook) = webhook_receiver();
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let srv = Server::start(&["--approval-webhook", &url]);
+    let sb = srv.create(json!({}));
+    let mut events = UnixStream::connect(&srv.socket).unwrap();
+    events
+        .write_all(b"GET /v1/approvals/events HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let head = read_until(&mut events, &["\r\n\r\n"]);
+    assert!(head.contains("text/event-stream"), "{head}");
+    let waiting = srv.exec_bg(&sb, &["echo", "deploy", "sse"]);
+    let a = srv.next_pending(&[]);
+    let id = a["id"].as_str().unwrap().to_owned();
+    let text = read_until(&mut events, &["event: approval", &id]);
+    assert!(
+        text.contains("event: approval") && text.contains(&id),
+        "{text}"
+    );
+    let (hook_head, hook_body) = hook.join().unwrap();
+    assert!(hook_head.starts_with("POST /hook "), "{hook_head}");
+    assert!(
+        hook_head
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{hook_head}"
+    );
+    let posted: Value = serde_json::from_str(&hook_body).unwrap();
+    assert_eq!(posted["id"], id.as_str());
+    assert_eq!(
+        posted["subject"]["argv_prefix"],
+        json!(["echo", "deploy", "sse"])
+    );
+    assert_eq!(srv.answer(&id, json!({"decision": "approve"})).status, 200);
+    let text = read_until(&mut events, &["\"state\":\"approved\""]);
+    assert!(text.contains("\"state\":\"approved\""), "{text}");
+    assert_eq!(waiting.join().unwrap().status, 200);
+}
+
+#[test]
+fn creates_and_file_writes_pass_the_gate_too() {
+    if ready() {
+        return;
+    }
+    let srv = Server::start(&[]);
+    let r = srv.unix("POST", "/v1/sandboxes", Some(&json!({"preset": "high"})));
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "policy_denied");
+    assert_eq!(r.json()["error"]["rule"]["id"], "no-high");
+    let sb = srv.create(json!({"preset": "low"}));
+    let put = |path: &str| {
+        let s = UnixStream::connect(&srv.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        exchange(
+            s,
+            "PUT",
+            &format!("/v1/sandboxes/{sb}/files{path}"),
+            None,
+            Some(&json!("x")),
+            None,
+        )
+    };
+    assert_eq!(put("/workspace/fine.txt").status, 204);
+    let r = put("/workspace/keep-out/a.txt");
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.json()["error"]["rule"]["id"], "keep-out");
+    assert_eq!(
+        r.json()["error"]["subject"],
+        json!({"kind": "path", "path": "/workspace/keep-out/a.txt", "writable": true})
+    );
+    srv.audit_has(&["no-high", "keep-out"]);
 }
