@@ -32,7 +32,7 @@ impl std::fmt::Display for Diagnostic {
 /// Why a policy could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthzError {
-    #[error("cannot read policy file {path}: {source} (check the path and its permissions)")]
+    #[error("cannot read policy file {path} (check the path and its permissions)")]
     Read {
         path: String,
         #[source]

@@ -63,7 +63,10 @@ enum Command {
     #[command(subcommand)]
     Profile(profile_cmd::ProfileCommand),
     /// Check, test and explain Cedar policy files (which actions are allowed, asked, denied).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  cordon policy check examples/policy/agents.cedar\n  cordon policy test examples/policy/agents.cedar examples/policy/agents.cases.toml\n  cordon policy explain examples/policy/agents.cedar --principal ci --exec git push origin main\n  cordon policy schema\n\nThe language, the schema and the order of combination: docs/policy.md"
+    )]
     Policy(policy_cmd::PolicyCommand),
     /// Show what a staged run (`run --stage`) changed.
     Changes(stage_cmd::ChangesArgs),

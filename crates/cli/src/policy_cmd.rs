@@ -18,6 +18,7 @@ pub enum PolicyCommand {
     )]
     Check {
         file: PathBuf,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -29,6 +30,7 @@ pub enum PolicyCommand {
     Test {
         file: PathBuf,
         cases: PathBuf,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -108,6 +110,7 @@ pub struct ExplainArgs {
     /// A profile/token ceiling forbids the action (the reason); no rule lifts it.
     #[arg(long)]
     ceiling: Option<String>,
+    /// Print JSON (the request, the decision, whether a grant may lift it).
     #[arg(long)]
     json: bool,
 }
