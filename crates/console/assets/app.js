@@ -235,7 +235,10 @@
       if (!approvals.has(card.dataset.id)) card.remove();
     }
     for (const a of approvals.values()) {
-      if (!list.querySelector("li[data-id='" + CSS.escape(a.id) + "']")) list.append(approvalCard(a));
+      if (!list.querySelector("li[data-id='" + CSS.escape(a.id) + "']")) {
+        list.append(approvalCard(a));
+        say("Waiting for a decision: " + (a.kind || "action") + " " + subjectText(a.subject) + ".");
+      }
     }
     $("approvals-empty").hidden = approvals.size !== 0;
   }

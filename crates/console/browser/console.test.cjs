@@ -1,15 +1,16 @@
 // The web console of `cordon serve` in headless Chromium, against the real
 // server and real sandboxes (run by `bash .ci/console.sh test`).
 //
-// The server runs with a Cedar policy that asks about `echo deploy ...`.
 // An agent (a token, over TCP) makes a sandbox and runs commands in it; the
 // owner reaches the console through a TCP port forwarded to the server's
 // unix socket (as `ssh -L PORT:/path/to/cordon.sock` would), logs in, and
-// sees the sandbox, its timeline and the audit chain's state. The agent's
-// `echo deploy now` waits on its approval; the owner sees it pending in
-// the console, chooses the scope, clicks Approve, and sees the exec run
-// (the agent's request answers with its output; the timeline shows the
-// approval and the exec's end). Hostile
+// sees the sandbox, its timeline and the audit chain's state. Then a
+// sandbox whose profile asks about unlisted hosts runs curl to one: the
+// exec waits while the sandbox's proxy asks; the owner sees the approval
+// pending in the console, chooses the scope, clicks Approve, and sees the
+// exec finish (its request answers with curl's output: the proxy went on
+// to the host; the timeline shows the approval, the grant and the exec's
+// end). Hostile
 // checks in the browser: a value with markup stays text (no element, no
 // script), a write without the CSRF header is refused, and a page from
 // another port of the same host (same-site: the SameSite=Strict cookie is
@@ -136,14 +137,6 @@ function attackerSite(target) {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
-const POLICY = `
-@id("ask-deploy")
-@ask
-@offer("once,session")
-permit(principal, action == Action::"exec", resource)
-when { context.program == "echo" && context.argv.contains("deploy") };
-`;
-
 // --- the test -------------------------------------------------------------
 
 async function main() {
@@ -156,9 +149,7 @@ async function main() {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-console-"));
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-console-chromium-"));
-  const policy = path.join(dir, "policy.cedar");
-  fs.writeFileSync(policy, POLICY);
-  const server = await startServer(dir, ["--policy", policy]);
+  const server = await startServer(dir, []);
   const cleanup = [];
   cleanup.push(() => new Promise((resolve) => {
     server.child.once("exit", resolve);
@@ -267,35 +258,46 @@ async function main() {
     const still = await page.evaluate(async () => (await fetch("/ui/session")).status);
     assert.equal(still, 200, "the console session survived the other page's logout");
 
-    // The agent's deploy waits on a human.
+    // A sandbox whose proxy asks about unlisted hosts; curl to one waits
+    // on a human. (The name never resolves: once allowed, the proxy tries
+    // it and answers 502; refused, it would answer 403.)
+    const unix = { socketPath: server.socket };
+    const asking = await api(unix, "POST", "/v1/sandboxes", {
+      body: { profile: { extends: "low", network: { mode: "proxy", on_unlisted: "ask" } } },
+    });
+    assert.equal(asking.status, 201, asking.text);
+    const askId = asking.json.id;
     let answered = false;
-    const deploy = api(tcp, "POST", "/v1/sandboxes/" + id + "/exec", {
-      token: agent,
-      body: { argv: ["echo", "deploy", "now"] },
+    const curl = api(unix, "POST", "/v1/sandboxes/" + askId + "/exec", {
+      body: { argv: ["sh", "-c", "curl -s -m 60 -o /dev/null -w '%{http_code}' http://console-test.invalid/; echo; echo done"] },
     }).then((r) => {
       answered = true;
       return r;
     });
-    const card = page.locator("#approvals-list li.card", { hasText: "echo deploy now" });
-    await card.waitFor({ timeout: 20000 });
+    const card = page.locator("#approvals-list li.card", { hasText: "console-test.invalid:80" });
+    await card.waitFor({ timeout: 30000 });
     assert.equal(answered, false, "the exec waits for its approval");
-    assert.match(await card.innerText(), /agent/);
+    assert.match(await card.innerText(), /on_unlisted=ask/);
+    await page.locator("#status", { hasText: "Waiting for a decision" }).waitFor();
     await page.screenshot({ path: path.join(ARTIFACTS, "console-pending.png"), fullPage: true });
     await card.getByLabel("Scope").selectOption("once");
     await card.getByRole("button", { name: /^Approve/ }).click();
-    const done = await deploy;
+    const done = await curl;
     assert.equal(done.status, 200, done.text);
     assert.equal(done.json.exit_code, 0, done.text);
-    assert.equal(done.json.stdout, "deploy now\n");
+    assert.equal(done.json.stdout, "502\ndone\n", "the proxy went on to the host once approved");
     await card.waitFor({ state: "detached" });
-    await page.locator("#status", { hasText: "Approved" }).waitFor();
-    // The timeline shows the approval and the exec's end.
-    await timeline.locator("li[data-kind='approval']", { hasText: /approved by owner: exec echo deploy now/ }).waitFor();
-    await timeline.locator("li[data-kind='exec']", { hasText: "exec echo deploy now" }).waitFor();
-    const ends = timeline.locator("li", { hasText: /exec pid \d+ ended: exit 0/ });
-    await page.waitForFunction(() =>
-      [...document.querySelectorAll("#timeline-list li")].filter((li) => /ended: exit 0/.test(li.textContent)).length >= 2);
-    assert.ok((await ends.count()) >= 2);
+    await page.locator("#status", { hasText: "Approved console-test.invalid:80 (once)" }).waitFor();
+    // Its timeline: the question, the answer, the grant, the exec's end.
+    await page.getByRole("button", { name: "Show the timeline of sandbox " + askId }).click();
+    for (const text of [
+      "approval asked: egress console-test.invalid:80",
+      "approval approved by owner: egress console-test.invalid:80 (scope once)",
+      "grant ended (used): egress console-test.invalid:80",
+    ]) {
+      await timeline.locator("li[data-kind='approval']", { hasText: text }).waitFor();
+    }
+    await timeline.locator("li[data-kind='exec']", { hasText: /exec pid \d+ ended: exit 0/ }).waitFor();
 
     const shot = path.join(ARTIFACTS, "console.png");
     await page.screenshot({ path: shot, fullPage: true });
