@@ -223,7 +223,7 @@ async function main() {
     await timeline.locator("li", { hasText: /exec pid \d+ ended: exit 0/ }).waitFor();
     // The markup in the argv is shown as text: no element was made of it,
     // no script ran.
-    await timeline.locator("li", { hasText: marker }).waitFor();
+    await timeline.locator("li[data-kind='exec']", { hasText: marker }).waitFor();
     assert.equal(await page.locator("#timeline-list img").count(), 0);
     assert.equal(await page.evaluate(() => window.__xss), undefined);
 
