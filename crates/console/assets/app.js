@@ -415,6 +415,7 @@
     followApprovals();
     verify();
     setInterval(tick, 2000);
+    setInterval(verify, 30000);
   }
 
   start();
