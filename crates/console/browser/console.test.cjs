@@ -4,8 +4,12 @@
 // An agent (a token, over TCP) makes a sandbox and runs commands in it; the
 // owner reaches the console through a TCP port forwarded to the server's
 // unix socket (as `ssh -L PORT:/path/to/cordon.sock` would), logs in, and
-// sees the sandbox, its timeline and the audit chain's state. Then a
-// sandbox whose profile asks about unlisted hosts runs curl to one: the
+// sees the sandbox, its timeline and the audit chain's state. The server's
+// Cedar policy asks about `echo deploy ...`: the agent's exec of it waits;
+// the owner sees the approval pending in the console, chooses the scope,
+// clicks Approve, and sees the exec finish (the agent's request answers
+// with its output; the timeline shows the approval and the exec's end).
+// Then a sandbox whose profile asks about unlisted hosts runs curl to one: the
 // exec waits while the sandbox's proxy asks; the owner sees the approval
 // pending in the console, chooses the scope, clicks Approve, and sees the
 // exec finish (its request answers with curl's output: the proxy went on
@@ -137,6 +141,14 @@ function attackerSite(target) {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
+const POLICY = `
+@id("ask-deploy")
+@ask
+@offer("once,session,duration,persistent")
+permit(principal, action == Action::"exec", resource)
+when { context.program == "echo" && context.argv.contains("deploy") };
+`;
+
 // --- the test -------------------------------------------------------------
 
 async function main() {
@@ -149,7 +161,9 @@ async function main() {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-console-"));
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-console-chromium-"));
-  const server = await startServer(dir, []);
+  const policy = path.join(dir, "policy.cedar");
+  fs.writeFileSync(policy, POLICY);
+  const server = await startServer(dir, ["--policy", policy]);
   const cleanup = [];
   cleanup.push(() => new Promise((resolve) => {
     server.child.once("exit", resolve);
@@ -258,6 +272,33 @@ async function main() {
     const still = await page.evaluate(async () => (await fetch("/ui/session")).status);
     assert.equal(still, 200, "the console session survived the other page's logout");
 
+    // The agent's deploy waits on a human (the policy's @ask rule).
+    let deployed = false;
+    const deploy = api(tcp, "POST", "/v1/sandboxes/" + id + "/exec", {
+      token: agent,
+      body: { argv: ["echo", "deploy", "now"] },
+    }).then((r) => {
+      deployed = true;
+      return r;
+    });
+    const deployCard = page.locator("#approvals-list li.card", { hasText: "echo deploy now" });
+    await deployCard.waitFor({ timeout: 30000 });
+    assert.equal(deployed, false, "the exec waits for its approval");
+    assert.match(await deployCard.innerText(), /agent/);
+    assert.match(await deployCard.innerText(), /ask-deploy/);
+    await page.screenshot({ path: path.join(ARTIFACTS, "console-pending.png"), fullPage: true });
+    await deployCard.getByLabel("Scope").selectOption("once");
+    await deployCard.getByRole("button", { name: /^Approve/ }).click();
+    const ranDeploy = await deploy;
+    assert.equal(ranDeploy.status, 200, ranDeploy.text);
+    assert.equal(ranDeploy.json.exit_code, 0, ranDeploy.text);
+    assert.equal(ranDeploy.json.stdout, "deploy now\n");
+    await deployCard.waitFor({ state: "detached" });
+    await timeline.locator("li[data-kind='approval']", { hasText: "approved by owner: exec echo deploy now" }).waitFor();
+    await timeline.locator("li[data-kind='exec']", { hasText: "exec echo deploy now" }).waitFor();
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll("#timeline-list li")].filter((li) => /ended: exit 0/.test(li.textContent)).length >= 2);
+
     // A sandbox whose proxy asks about unlisted hosts; curl to one waits
     // on a human. (The name never resolves: once allowed, the proxy tries
     // it and answers 502; refused, it would answer 403.)
@@ -279,7 +320,6 @@ async function main() {
     assert.equal(answered, false, "the exec waits for its approval");
     assert.match(await card.innerText(), /on_unlisted=ask/);
     await page.locator("#status", { hasText: "Waiting for a decision" }).waitFor();
-    await page.screenshot({ path: path.join(ARTIFACTS, "console-pending.png"), fullPage: true });
     await card.getByLabel("Scope").selectOption("once");
     await card.getByRole("button", { name: /^Approve/ }).click();
     const done = await curl;

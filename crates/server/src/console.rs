@@ -115,7 +115,7 @@ fn active(
                 .by_digest(digest)
                 .map_err(|e| ApiError::internal(format!("cannot check the token: {e}")))?;
             match record {
-                Some(r) => Caller::token(r.name, r.ceiling),
+                Some(r) => Caller::token(r.name, r.ceiling).with_approver(r.approver),
                 None => {
                     state.console().end_token(digest);
                     return Err(ApiError::unauthorized(
@@ -218,7 +218,7 @@ async fn login(
                     token_digest: Some(r.sha256.clone()),
                     unix,
                 },
-                Caller::token(r.name, r.ceiling),
+                Caller::token(r.name, r.ceiling).with_approver(r.approver),
             ),
             Ok(_) => return html(StatusCode::UNAUTHORIZED, assets::login_failed_html()),
             Err(e) => {
