@@ -408,7 +408,7 @@
       return;
     }
     csrf = res.data.csrf;
-    $("who").textContent = res.data.name;
+    $("who").textContent = res.data.name + (res.data.approver ? "" : " (cannot answer other tokens' approvals)");
     $("logout").addEventListener("click", logout);
     $("verify").addEventListener("click", verify);
     await tick();

@@ -281,6 +281,8 @@ async fn logout(
 struct SessionView {
     name: String,
     owner: bool,
+    /// May answer other tokens' approvals (the owner, `--approver` tokens).
+    approver: bool,
     csrf: String,
     expires_unix_ms: u64,
 }
@@ -304,6 +306,7 @@ async fn session(
     Ok(Json(SessionView {
         name: caller.name().to_owned(),
         owner: caller.is_owner(),
+        approver: caller.is_approver(),
         csrf: active.csrf().to_owned(),
         expires_unix_ms,
     }))

@@ -315,6 +315,17 @@ fn login_sets_an_httponly_strict_cookie_and_pages_carry_a_strict_csp() {
     let session = s.get(Via::Tcp, "/ui/session", &[cookie.clone()]).json();
     assert_eq!(session["name"], "alpha");
     assert_eq!(session["owner"], false);
+    assert_eq!(session["approver"], false);
+    // An --approver token's console session may answer approvals.
+    let reviewer = TokenStore::new(s.tokens.clone())
+        .create_with("reviewer", ceiling(), true)
+        .unwrap();
+    let (rc, _) = login(&s, Via::Tcp, &reviewer);
+    let me = s.get(Via::Tcp, "/ui/session", &[rc]).json();
+    assert_eq!(
+        (me["name"].as_str(), me["approver"].as_bool()),
+        (Some("reviewer"), Some(true))
+    );
     assert_eq!(session["csrf"], csrf.as_str());
     let js = s.get(Via::Tcp, "/ui/assets/app.js", &[]);
     assert_eq!(js.status, 200);
@@ -333,6 +344,7 @@ fn login_sets_an_httponly_strict_cookie_and_pages_carry_a_strict_csp() {
     let me = s.get(Via::Unix, "/ui/session", &[owner]).json();
     assert_eq!(me["name"], "owner");
     assert_eq!(me["owner"], true);
+    assert_eq!(me["approver"], true);
 }
 
 /// Layer: the CSRF check on cookie-authenticated writes
