@@ -23,6 +23,13 @@ pub(crate) fn schema() -> Result<Schema, String> {
         .map_err(|e| format!("cordon's own Cedar schema does not parse: {e}"))
 }
 
+/// The schema in Cedar's JSON schema format.
+pub fn schema_json() -> Result<serde_json::Value, String> {
+    let (fragment, _warnings) = cedar_policy::SchemaFragment::from_cedarschema_str(SCHEMA)
+        .map_err(|e| format!("cordon's own Cedar schema does not parse: {e}"))?;
+    fragment.to_json_value().map_err(|e| e.to_string())
+}
+
 #[derive(Debug)]
 pub(crate) struct Engine {
     /// The policies that may apply, by action kind (see `by_action`).

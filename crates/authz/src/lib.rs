@@ -22,7 +22,7 @@ pub use types::{
     ScopeKind, ACTION_KINDS,
 };
 
-pub use engine::SCHEMA;
+pub use engine::{schema_json, SCHEMA};
 pub use rules::KNOWN_ANNOTATIONS;
 
 use std::path::Path;

@@ -37,7 +37,14 @@ pub enum PolicyCommand {
     /// Decide one action and name the rule, with file and line, that decided.
     Explain(Box<ExplainArgs>),
     /// Print cordon's Cedar schema: the entities, actions and context a rule may use.
-    Schema,
+    #[command(
+        after_help = "Examples:\n  cordon policy schema\n  cordon policy schema --json   # Cedar's JSON schema format"
+    )]
+    Schema {
+        /// Print Cedar's JSON schema format instead of the Cedar schema text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -120,8 +127,13 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<u8> {
         PolicyCommand::Check { file, json } => check(&file, json),
         PolicyCommand::Test { file, cases, json } => test(&file, &cases, json),
         PolicyCommand::Explain(args) => explain(*args),
-        PolicyCommand::Schema => {
+        PolicyCommand::Schema { json: false } => {
             print!("{}", cordon_authz::SCHEMA);
+            Ok(0)
+        }
+        PolicyCommand::Schema { json: true } => {
+            let v = cordon_authz::schema_json().map_err(anyhow::Error::msg)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(0)
         }
     }

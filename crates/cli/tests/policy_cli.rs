@@ -238,4 +238,9 @@ fn check_reports_file_line_and_the_fix() {
     let (code, out, _) = cordon(&["policy", "schema"]);
     assert_eq!(code, 0);
     assert!(out.contains("action exec appliesTo"), "{out}");
+    let (code, out, _) = cordon(&["policy", "schema", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let actions = v[""]["actions"].as_object().unwrap();
+    assert_eq!(actions.len(), 10, "{out}");
 }
