@@ -91,6 +91,8 @@ for entry in "${bins[@]}"; do
     open_path "${entry#* }"
 done
 runuser -u "$user" -- test -r "$repo/crates/cli" || chmod o+rx "$repo/crates/cli"
+# policy_cli reads the example policy and its cases from the repository.
+runuser -u "$user" -- test -r "$repo/examples/policy/agents.cedar" || chmod -R o+rX "$repo/examples"
 
 passed=0 failed=0 ignored=0 broken=0
 logdir=$(mktemp -d /tmp/cordon-rootless-logs.XXXXXX)
