@@ -328,12 +328,16 @@ fn raised_limits_hold_inside_and_narrowing_restores_them() {
     assert!(before <= 65, "{before}");
 
     let gid = s.grant(&sb, json!({"kind": "limits", "memory": "1G", "pids": 200}));
+    let shown =
+        |s: &Serve| s.owner("GET", &format!("/v1/sandboxes/{sb}"), None).1["limits"].clone();
+    assert_eq!(shown(&s)["memory_bytes"], 1u64 << 30);
     let (code, out, err) = s.sh(&sb, alloc);
     assert_eq!((code, out.as_str()), (0, "allocated 400\n"), "{err}");
     let raised = nproc(&s);
     assert!(raised >= 200, "{raised}");
 
     s.narrow(&sb, &gid);
+    assert_eq!(shown(&s)["memory_bytes"], 256u64 << 20);
     let (code, out, _) = s.sh(&sb, alloc);
     assert_ne!(code, 0, "restored to 256M: {out}");
     assert_eq!(nproc(&s), before);
@@ -373,6 +377,24 @@ fn a_grant_expires_by_itself() {
     }
     let (code, out, _) = s.sh(&sb, "cat /mnt/brief/data.txt");
     assert_ne!(code, 0, "gone after expiry: {out}");
+    // The audit store says when it began and that it ended by expiry.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = std::process::Command::new(cordon_bin())
+            .args(["audit", "tail", "-n", "200", "--json", "--store"])
+            .arg(s.dir.path().join("audit.db"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains("grant_started") && text.contains("\"why\":\"expired\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no grant_ended (expired) record: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Layer: the Gate in front of the grants route (crates/approvals), the

@@ -643,7 +643,24 @@ fn run_helper(what: &str, main: impl FnOnce() -> Result<()>) -> Result<()> {
         let code = match main() {
             Ok(()) => 0,
             Err(e) => {
-                let _ = sys::write_all_fd(wr.as_raw_fd(), e.to_string().as_bytes());
+                let report = match e {
+                    JailError::Setup {
+                        layer,
+                        message,
+                        fix,
+                    } => ChildReport::Setup {
+                        layer,
+                        message,
+                        fix,
+                    },
+                    other => ChildReport::Setup {
+                        layer: Layer::Filesystem,
+                        message: other.to_string(),
+                        fix: None,
+                    },
+                };
+                let text = serde_json::to_vec(&report).unwrap_or_default();
+                let _ = sys::write_all_fd(wr.as_raw_fd(), &text);
                 1
             }
         };
@@ -669,11 +686,22 @@ fn helper_result(helper: libc::pid_t, rd: &OwnedFd, what: &str) -> Result<()> {
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         return Ok(());
     }
-    Err(JailError::setup(
-        Layer::Filesystem,
-        format!("{what}: {}", String::from_utf8_lossy(&message)),
-        None,
-    ))
+    match serde_json::from_slice::<ChildReport>(&message) {
+        Ok(ChildReport::Setup {
+            layer,
+            message,
+            fix,
+        }) => Err(JailError::Setup {
+            layer,
+            message: format!("{what}: {message}"),
+            fix,
+        }),
+        _ => Err(JailError::setup(
+            Layer::Filesystem,
+            format!("{what}: {}", String::from_utf8_lossy(&message)),
+            None,
+        )),
+    }
 }
 
 /// What the bind helper attaches.

@@ -295,9 +295,31 @@ pub fn check_ceiling(state: &AppState, session: &Session, w: &Widening) -> Resul
     Ok(())
 }
 
+/// A grant's subject as audit records name it (`{"kind": "egress",
+/// "host": .., "port": ..}`, ...).
+fn subject(view: &GrantView) -> serde_json::Value {
+    let mut v = serde_json::to_value(view).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        map.remove("id");
+        map.remove("expires_unix_ms");
+    }
+    v
+}
+
+/// Record that grant `view` ended (`why`: revoked, expired).
+fn record_end(state: &AppState, actor: &str, sandbox: &str, view: &GrantView, why: &str) {
+    state.audit().record_by(
+        actor,
+        "grant_ended",
+        Some(sandbox),
+        json!({"why": why, "grant": {"id": view.id, "subject": subject(view)}}),
+    );
+}
+
 /// Widen `session` (after the caller's decision that it may be): within
 /// the owner's ceiling, in effect when this returns, recorded in the
-/// audit log. `until`: narrowed by itself then.
+/// audit log (`grant_started`; `grant_ended` when it expires). `until`:
+/// narrowed by itself then.
 pub async fn apply(
     state: &AppState,
     actor: &str,
@@ -306,8 +328,27 @@ pub async fn apply(
     until: Option<SystemTime>,
 ) -> Result<GrantView, ApiError> {
     check_ceiling(state, session, &widening)?;
+    let on_expiry: Option<cordon_session::ExpiryHook> = until.map(|_| {
+        let state = state.clone();
+        let sandbox = session.id().to_owned();
+        let widening = widening.clone();
+        let hook: cordon_session::ExpiryHook = Box::new(move |id, result| {
+            let view = GrantView::from(&ActiveWidening {
+                id: id.clone(),
+                widening,
+                until,
+            });
+            let why = if result.is_ok() {
+                "expired"
+            } else {
+                "expired_unclean"
+            };
+            record_end(&state, "server", &sandbox, &view, why);
+        });
+        hook
+    });
     let id = session
-        .widen_until(widening.clone(), until)
+        .widen_until(widening.clone(), until, on_expiry)
         .await
         .map_err(ApiError::from)?;
     let view = GrantView::from(&ActiveWidening {
@@ -315,11 +356,17 @@ pub async fn apply(
         widening,
         until,
     });
+    let scope = if until.is_some() {
+        "duration"
+    } else {
+        "session"
+    };
     state.audit().record_by(
         actor,
         "grant_started",
         Some(session.id()),
-        serde_json::to_value(&view).unwrap_or_default(),
+        json!({"id": view.id, "subject": subject(&view), "scope": {"kind": scope},
+               "expires_unix_ms": view.expires_unix_ms}),
     );
     Ok(view)
 }
@@ -331,19 +378,24 @@ pub async fn revoke(
     session: &Session,
     gid: &str,
 ) -> Result<(), ApiError> {
+    let missing = || {
+        ApiError::not_found(format!("no grant '{gid}' in this sandbox"))
+            .with_fix("GET /v1/sandboxes/{id}/grants lists them")
+    };
+    let view = session
+        .active_widenings()
+        .iter()
+        .find(|a| a.id.0 == gid)
+        .map(GrantView::from)
+        .ok_or_else(missing)?;
     session
         .narrow(WideningId(gid.to_owned()))
         .await
         .map_err(|e| match e {
-            cordon_session::SessionError::NotFound(_) => {
-                ApiError::not_found(format!("no grant '{gid}' in this sandbox"))
-                    .with_fix("GET /v1/sandboxes/{id}/grants lists them")
-            }
+            cordon_session::SessionError::NotFound(_) => missing(),
             other => ApiError::from(other),
         })?;
-    state
-        .audit()
-        .record_by(actor, "grant_ended", Some(session.id()), json!({"id": gid}));
+    record_end(state, actor, session.id(), &view, "revoked");
     Ok(())
 }
 

@@ -635,11 +635,13 @@ impl Session {
         self.widenings.widen(&self.widen_target()?, w, None).await
     }
 
-    /// [`Session::widen`], narrowed by itself at `until` when given.
+    /// [`Session::widen`], narrowed by itself at `until` when given;
+    /// `on_expiry` is told once that happened.
     pub async fn widen_until(
         self: &Arc<Self>,
         w: Widening,
         until: Option<SystemTime>,
+        on_expiry: Option<crate::widen::ExpiryHook>,
     ) -> Result<WideningId> {
         self.ensure_running()?;
         let id = self
@@ -647,7 +649,7 @@ impl Session {
             .widen(&self.widen_target()?, w, until)
             .await?;
         if let Some(at) = until {
-            crate::widen::expire_at(Arc::downgrade(self), id.clone(), at);
+            crate::widen::expire_at(Arc::downgrade(self), id.clone(), at, on_expiry);
         }
         Ok(id)
     }
@@ -675,6 +677,18 @@ impl Session {
             .into_iter()
             .map(|a| (a.id, a.widening))
             .collect()
+    }
+
+    /// The memory and process limits in force: the spec's, raised by the
+    /// active limits widenings.
+    pub fn limits_in_force(&self) -> (Option<u64>, Option<u64>) {
+        let mut limits = (self.spec.limits.memory, self.spec.limits.pids);
+        for a in self.active_widenings() {
+            if let Widening::Limits { memory, pids } = a.widening {
+                limits = (limits.0.max(memory), limits.1.max(pids));
+            }
+        }
+        limits
     }
 
     /// The widenings in force, with when each ends by itself.

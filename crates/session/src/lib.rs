@@ -41,4 +41,4 @@ pub use engine::{
 pub use pool::{PoolConfig, PoolStats};
 pub use process::{Event, EventKind, ExecRequest, ExecUsage, ExitInfo, ExitReason, StreamName};
 pub use spawner::Spawner;
-pub use widen::{ActiveWidening, Widening, WideningId};
+pub use widen::{ActiveWidening, ExpiryHook, Widening, WideningId};

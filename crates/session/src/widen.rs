@@ -316,19 +316,34 @@ async fn detach(t: &Target<'_>, path: &std::path::Path) -> Result<()> {
     }
 }
 
+/// Told once a widening was narrowed by its expiry (or could not be): the
+/// widening and the narrowing's result.
+pub type ExpiryHook = Box<dyn FnOnce(&WideningId, &Result<()>) + Send + 'static>;
+
 /// Narrow `id` at `until` (unless it was narrowed before, or the session
-/// is gone).
-pub(crate) fn expire_at(session: Weak<Session>, id: WideningId, until: SystemTime) {
+/// is gone), then tell `hook`.
+pub(crate) fn expire_at(
+    session: Weak<Session>,
+    id: WideningId,
+    until: SystemTime,
+    hook: Option<ExpiryHook>,
+) {
     tokio::spawn(async move {
         let wait = until.duration_since(SystemTime::now()).unwrap_or_default();
         tokio::time::sleep(wait).await;
-        if let Some(session) = session.upgrade() {
-            match session.narrow(id.clone()).await {
-                Ok(()) | Err(SessionError::NotFound(_)) | Err(SessionError::Ended(_)) => {}
-                Err(e) => {
-                    tracing::warn!(session = session.id(), grant = %id, "cannot narrow at expiry: {e}")
-                }
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        let result = session.narrow(id.clone()).await;
+        match &result {
+            Err(SessionError::NotFound(_)) | Err(SessionError::Ended(_)) => return,
+            Err(e) => {
+                tracing::warn!(session = session.id(), grant = %id, "cannot narrow at expiry: {e}")
             }
+            Ok(()) => {}
+        }
+        if let Some(hook) = hook {
+            hook(&id, &result);
         }
     });
 }

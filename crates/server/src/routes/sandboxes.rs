@@ -23,6 +23,8 @@ pub fn view(state: &AppState, session: &Session) -> SandboxView {
         .with_meta(session.id(), |m| (m.preset.clone(), m.allow_net.clone()))
         .unwrap_or_default();
     let l = &spec.limits;
+    // Raised by live grants while they last.
+    let (memory, pids) = session.limits_in_force();
     SandboxView {
         id: info.id.clone(),
         state: word(&info.state),
@@ -31,8 +33,8 @@ pub fn view(state: &AppState, session: &Session) -> SandboxView {
         created_unix_ms: info.created_unix_ms,
         ended: info.ended.as_ref().map(word),
         limits: LimitsView {
-            memory_bytes: l.memory,
-            pids: l.pids,
+            memory_bytes: memory,
+            pids,
             cpu_seconds: l.cpu.map(|d| d.as_secs()),
             open_files: l.open_files,
             file_size_bytes: l.file_size,
