@@ -15,6 +15,7 @@ mod mcp_wrap_cmd;
 mod policy_cmd;
 mod profile_cmd;
 mod run_cmd;
+mod run_policy;
 mod sandbox_cmd;
 mod scan_bridge;
 mod scan_cmd;
@@ -22,6 +23,7 @@ mod scan_gate;
 mod serve_cmd;
 mod stage_cmd;
 mod token_cmd;
+mod tty_ask;
 
 use std::process::ExitCode;
 

@@ -46,6 +46,7 @@ Examples:\n  cordon mcp wrap --ro /srv/docs --allow-tool read_text_file --allow-
 -- npx -y @modelcontextprotocol/server-filesystem /srv/docs\n  \
 cordon mcp wrap --policy tools.toml --allow-net api.example.com \\\n      \
 --secret API_TOKEN@api.example.com -- python3 server.py\n  \
+cordon mcp wrap --cedar tools.cedar -- python3 server.py   # each call decided by a Cedar policy\n  \
 cordon mcp pins diff -- python3 server.py        # what changed since the tools were pinned\n  \
 cordon mcp pins approve -- python3 server.py\n\n\
 An MCP client's config:\n  {\"mcpServers\": {\"docs\": {\"command\": \"cordon\", \"args\": [\"mcp\", \"wrap\", \"--ro\", \"/srv/docs\", \
@@ -64,6 +65,15 @@ pub struct WrapArgs {
     /// Tool policy file (TOML): decisions, argument rules, canaries (see docs/architecture.md).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// Also decide each tool call with this Cedar policy (an Action::ToolCall with the
+    /// server, the tool and the sha256 of its arguments; see docs/policy.md). The tool
+    /// policy's verdict is its default; its denials are a ceiling no rule lifts.
+    #[arg(long, value_name = "FILE")]
+    cedar: Option<PathBuf>,
+    /// How long an "ask" waits for the client's answer (MCP elicitation) before the call
+    /// is refused.
+    #[arg(long = "ask-timeout", value_name = "DURATION", default_value = "2m")]
+    ask_timeout: cordon_policy::DurationSpec,
     /// The pin file [default: the state directory's mcp-pins/, named by the server command].
     #[arg(long, value_name = "FILE")]
     pins: Option<PathBuf>,
@@ -156,13 +166,19 @@ pub fn run(args: WrapArgs) -> anyhow::Result<u8> {
     if args.sandbox.output.is_none() {
         prepared.spec.limits.output = None;
     }
-    let gate = Gate::new(
+    let mut gate = Gate::new(
         &args.command,
         policy,
         pins,
         prepared.redactor.clone(),
         !args.quiet,
-    );
+    )
+    .with_ask_timeout(args.ask_timeout.as_duration());
+    if let Some(path) = &args.cedar {
+        let authz =
+            cordon_authz::Authorizer::load(path).map_err(|e| anyhow::anyhow!("--cedar: {e}"))?;
+        gate = gate.with_authz(std::sync::Arc::new(authz));
+    }
     let mut gateway = Gateway::new(gate, client_in, client_out, upstream_in);
     let mut sink = gateway.sink();
     let mut hooks = WrapHooks {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use cordon_plan::{egress, secrets};
 
-use crate::{audit_bridge, scan_gate, stage_cmd};
+use crate::{audit_bridge, run_policy, scan_gate, stage_cmd};
 
 #[derive(Debug, Args)]
 #[command(
@@ -27,6 +27,7 @@ cordon run --preset medium --cwd rw -- ./build.sh\n  \
 cordon run --allow-net pypi.org --allow-net '*.pythonhosted.org' -- pip download requests\n  \
 cordon run --allow-net api.example.com --net-log net.jsonl -- python3 agent_tool.py\n  \
 cordon run --scan block -- python3 -c \"$CODE\"   # refuse code the scanner flags at block level (exit 125)\n  \
+cordon run --policy agent.cedar --allow-net pypi.org -- pip download requests   # asks on the terminal\n  \
 GITHUB_TOKEN=... cordon run --secret GITHUB_TOKEN@api.github.com -- python3 tool.py"
 )]
 pub struct RunArgs {
@@ -47,6 +48,20 @@ pub struct RunArgs {
     /// Add the rules of this file to the scanner's (TOML; repeatable).
     #[arg(long = "scan-rules", value_name = "FILE")]
     scan_rules: Vec<PathBuf>,
+    /// Decide the command and each egress connection with this policy
+    /// (Cedar; see docs/policy.md). An ask goes to cordon's terminal; without
+    /// one it is a deny.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// How long a policy question on the terminal waits for an answer
+    /// before it is a deny.
+    #[arg(
+        long = "ask-timeout",
+        value_name = "DURATION",
+        default_value = "2m",
+        requires = "policy"
+    )]
+    ask_timeout: cordon_policy::DurationSpec,
     /// Write the outcome as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -317,6 +332,7 @@ pub(crate) fn prepare(
         },
         recorder: Arc::clone(&recorder),
         proxy: None,
+        policy: None,
         audit_plan: audit_path.as_ref().map(|path| AuditPlan {
             path: path.clone(),
             started: cordon_audit::RunStarted {
@@ -398,6 +414,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         None => None,
     };
     hooks.stage_watch = staging.as_ref().map(stage_cmd::Staging::watch);
+    if let Some(path) = &args.policy {
+        let asker = run_policy::Asker::detect(args.ask_timeout.as_duration());
+        let policy = Arc::new(run_policy::RunPolicy::load(path, &profile, &run_id, asker)?);
+        if let run_policy::Verdict::Refused { message, .. } = policy.exec(&args.command) {
+            if let Some(s) = staging {
+                s.abandon();
+            }
+            return refuse_by_policy(&args, &profile, &cwd, &run_id, &policy, &message);
+        }
+        hooks.policy = Some(policy);
+    }
     warn_of_layers_turned_off();
     let mut sink = audit_bridge::TeeSink::new(audit_path.is_some());
     let result = cordon_jail::run_with(&spec, &mut sink, RunOptions::default(), &mut hooks);
@@ -427,7 +454,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let incidents = match hooks.audit.take() {
-        Some(session) => session.finish(&outcome, &egress, &sink.excerpts)?,
+        Some(mut session) => {
+            if let Some(policy) = &hooks.policy {
+                for (at, record) in policy.take_records() {
+                    session.record(at, record).map_err(|e| anyhow::anyhow!(e))?;
+                }
+            }
+            session.finish(&outcome, &egress, &sink.excerpts)?
+        }
         None => audit_bridge::incidents(&outcome, &egress),
     };
 
@@ -525,29 +559,7 @@ fn refuse(
     // No secret is resolved for a refused run; well-known formats are
     // still redacted.
     let redactor = cordon_scan::Redactor::with_values::<&str>(&[]);
-    if let Some(path) = audit_bridge::store_path(
-        args.sandbox.audit.as_deref(),
-        args.sandbox.no_audit,
-        profile,
-    )? {
-        let started = cordon_audit::RunStarted {
-            argv: args.command.clone(),
-            cwd: Some(cwd.display().to_string()),
-            profile_name: Some(profile.origin.clone()),
-            cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
-            scan: Some(gate.record()),
-            ..Default::default()
-        };
-        let session = audit_bridge::AuditSession::start(
-            &path,
-            run_id.clone(),
-            started,
-            std::time::SystemTime::now(),
-            audit_bridge::code_of(&args.command, cwd).as_deref(),
-            &profile.to_toml_string(),
-            redactor.clone(),
-        )
-        .map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(session) = refused_run(args, profile, cwd, &run_id, Some(gate.record()))? {
         session.refused(gate.refusal_incident())?;
     }
     if let Some(path) = &args.report {
@@ -575,6 +587,81 @@ fn refuse(
     Ok(crate::EXIT_CORDON)
 }
 
+/// The audit session of a run refused before its sandbox was built (its
+/// start noted), or `None` without auditing. No secret is resolved for a
+/// refused run; well-known formats are still redacted.
+fn refused_run(
+    args: &RunArgs,
+    profile: &Profile,
+    cwd: &std::path::Path,
+    run_id: &str,
+    scan: Option<serde_json::Value>,
+) -> anyhow::Result<Option<audit_bridge::AuditSession>> {
+    let Some(path) = audit_bridge::store_path(
+        args.sandbox.audit.as_deref(),
+        args.sandbox.no_audit,
+        profile,
+    )?
+    else {
+        return Ok(None);
+    };
+    let started = cordon_audit::RunStarted {
+        argv: args.command.clone(),
+        cwd: Some(cwd.display().to_string()),
+        profile_name: Some(profile.origin.clone()),
+        cordon_version: env!("CARGO_PKG_VERSION").to_owned(),
+        scan,
+        ..Default::default()
+    };
+    let session = audit_bridge::AuditSession::start(
+        &path,
+        run_id.to_owned(),
+        started,
+        std::time::SystemTime::now(),
+        audit_bridge::code_of(&args.command, cwd).as_deref(),
+        &profile.to_toml_string(),
+        cordon_scan::Redactor::with_values::<&str>(&[]),
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    Ok(Some(session))
+}
+
+/// The policy refused the command: record the start, the decision and the
+/// refusal; say why and what would allow it; exit 125.
+fn refuse_by_policy(
+    args: &RunArgs,
+    profile: &Profile,
+    cwd: &std::path::Path,
+    run_id: &str,
+    policy: &run_policy::RunPolicy,
+    message: &str,
+) -> anyhow::Result<u8> {
+    if let Some(mut session) = refused_run(args, profile, cwd, run_id, None)? {
+        for (at, record) in policy.take_records() {
+            session.record(at, record).map_err(|e| anyhow::anyhow!(e))?;
+        }
+        session.refused(cordon_audit::Incident {
+            kind: cordon_audit::IncidentKind::Other,
+            severity: cordon_audit::Severity::Medium,
+            summary: message.to_owned(),
+            evidence: serde_json::json!({"policy": "refused"}),
+        })?;
+    }
+    if let Some(path) = &args.report {
+        let value = serde_json::json!({
+            "cordon_version": env!("CARGO_PKG_VERSION"),
+            "run_id": run_id,
+            "exit_code": crate::EXIT_CORDON,
+            "reason": "policy_refused",
+            "message": message,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    eprintln!("{message}");
+    Ok(crate::EXIT_CORDON)
+}
+
 /// What the audit session needs once the sandbox runs.
 pub(crate) struct AuditPlan {
     path: PathBuf,
@@ -594,6 +681,8 @@ pub(crate) struct RunHooks {
     egress: Option<cordon_egress::EgressConfig>,
     recorder: Arc<egress::Recorder>,
     pub(crate) proxy: Option<cordon_egress::ProxyHandle>,
+    /// `--policy`: decides every egress connection.
+    policy: Option<Arc<run_policy::RunPolicy>>,
     audit_plan: Option<AuditPlan>,
     pub(crate) audit: Option<audit_bridge::AuditSession>,
     /// The start was committed on its own (a long run).
@@ -649,14 +738,21 @@ impl cordon_jail::Hooks for RunHooks {
     }
 
     fn proxy_listener(&mut self, listener: std::net::TcpListener) -> Result<(), String> {
-        let config = self.egress.take().ok_or("no egress configuration")?;
+        let mut config = self.egress.take().ok_or("no egress configuration")?;
+        // With a policy every connection the deny rules let through is the
+        // policy's to decide (the allow rules become its default).
+        let approver = self.policy.as_ref().map(|p| {
+            config.allow.clear();
+            config.on_unlisted = cordon_egress::Unlisted::Ask;
+            Arc::new(run_policy::PolicyApprover(Arc::clone(p))) as Arc<dyn cordon_egress::Approver>
+        });
         self.proxy = Some(
             egress::start(
                 config,
                 listener,
                 Arc::clone(&self.recorder),
                 self.identity.clone(),
-                None,
+                approver,
             )
             .map_err(|e| e.to_string())?,
         );

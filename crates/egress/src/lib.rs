@@ -59,7 +59,7 @@ pub use identity::{Identity, InjectWhere, SecretBinding};
 pub use live::LiveGrants;
 pub use proxy::{
     Approver, BoxFuture, DenyApprover, Egress, EgressSummary, EventWriter, InterceptedTunnel,
-    LimitRefusal, PlainHttpWatch, ProxyHandle, RequestGate, SecretNote, TlsInterceptor,
+    LimitRefusal, PlainHttpWatch, ProxyHandle, RequestGate, Ruling, SecretNote, TlsInterceptor,
 };
 pub use rules::{normalize_host, HostPattern, HostRule};
 pub use stream::{Metered, TunnelStream};

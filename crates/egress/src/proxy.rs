@@ -52,6 +52,31 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Approver: Send + Sync {
     /// `true` allows this one attempt. Called before the name is resolved.
     fn decide<'a>(&'a self, sandbox_id: &'a str, host: &'a str, port: u16) -> BoxFuture<'a, bool>;
+
+    /// The answer with the rule that gave it (in the event) and, for a
+    /// refusal, what the sandbox is told. `None`: refused with the proxy's
+    /// own `unlisted` message. By default [`Approver::decide`]'s answer.
+    fn ruling<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        host: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, Option<Ruling>> {
+        Box::pin(async move {
+            self.decide(sandbox_id, host, port)
+                .await
+                .then(|| Ruling::Allow {
+                    rule: "ask:approved".into(),
+                })
+        })
+    }
+}
+
+/// An [`Approver`]'s answer, with the rule that gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ruling {
+    Allow { rule: String },
+    Deny { rule: String, message: String },
 }
 
 /// The approver used when none is set: refuses. The 403 the sandbox gets
@@ -645,10 +670,20 @@ impl Shared {
         if let Some(id) = self.live.as_ref().and_then(|g| g.admit(host, port)) {
             return Ok(format!("grant:{id}"));
         }
-        if cfg.on_unlisted == Unlisted::Ask
-            && self.approver.decide(&cfg.sandbox_id, host, port).await
-        {
-            return Ok("ask:approved".into());
+        if cfg.on_unlisted == Unlisted::Ask {
+            match self.approver.ruling(&cfg.sandbox_id, host, port).await {
+                Some(Ruling::Allow { rule }) => return Ok(rule),
+                Some(Ruling::Deny { rule, message }) => {
+                    return Err(Refusal {
+                        rule,
+                        status: 403,
+                        socks_reply: SOCKS_NOT_ALLOWED,
+                        message,
+                        retry_after: None,
+                    })
+                }
+                None => {}
+            }
         }
         Err(Refusal {
             rule: "unlisted".into(),

@@ -10,12 +10,14 @@
 //! whitespace, invalid UTF-8).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use cordon_audit::{Decision as AuditDecision, Event, Incident, IncidentKind, McpCall, Severity};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::ask;
 use crate::pins::{Check, Pins};
 use crate::poison;
 use crate::policy::{PoisoningAction, Policy, Verdict};
@@ -27,11 +29,46 @@ pub struct Routed {
     pub to_upstream: Option<String>,
     /// Lines for the client (the gateway's own answers).
     pub to_client: Vec<String>,
+    /// Questions sent to the client now: their ids and how long to wait
+    /// before [`Gate::expire_ask`].
+    pub asked: Vec<(String, Duration)>,
+}
+
+/// The default wait for a person's answer.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A call waiting for the person's answer.
+#[derive(Debug)]
+struct Asked {
+    msg: Value,
+    id: Value,
+    call: Call,
+    rule: String,
+    reason: String,
+    timeout: Duration,
+}
+
+/// One `tools/call` as the gateway saw it.
+#[derive(Debug, Clone)]
+struct Call {
+    tool: String,
+    digest: String,
+    args: Option<Value>,
+}
+
+/// What becomes of a call.
+#[derive(Debug)]
+enum Outcome {
+    Pass { rule: Option<String> },
+    Refuse { rule: String, message: String },
+    Ask { rule: String, reason: String },
 }
 
 #[derive(Debug)]
 struct Pending {
     method: String,
+    /// The rule that let a call pass (a policy's, an approval's).
+    rule: Option<String>,
     tool: Option<String>,
     args_digest: Option<String>,
     args: Option<Value>,
@@ -57,6 +94,16 @@ pub struct Gate {
     events: Vec<(SystemTime, Event)>,
     /// Print what the gateway blocks on stderr.
     verbose: bool,
+    /// Decides every call after the tool policy (`--cedar`).
+    authz: Option<Arc<cordon_authz::Authorizer>>,
+    /// The client declared form elicitation in `initialize`.
+    elicits: bool,
+    ask_timeout: Duration,
+    /// Questions out, by their request id.
+    asks: HashMap<String, Asked>,
+    next_ask: u64,
+    /// Tools approved for the rest of the session.
+    granted: HashSet<String>,
 }
 
 impl Gate {
@@ -81,7 +128,26 @@ impl Gate {
             raised: HashSet::new(),
             events: Vec::new(),
             verbose,
+            authz: None,
+            elicits: false,
+            ask_timeout: ASK_TIMEOUT,
+            asks: HashMap::new(),
+            next_ask: 1,
+            granted: HashSet::new(),
         }
+    }
+
+    /// Decide every call with a policy (Cedar) as well: the tool policy's
+    /// verdict is its default, and its denials are a ceiling.
+    pub fn with_authz(mut self, authz: Arc<cordon_authz::Authorizer>) -> Gate {
+        self.authz = Some(authz);
+        self
+    }
+
+    /// How long a question to the client waits for its answer.
+    pub fn with_ask_timeout(mut self, timeout: Duration) -> Gate {
+        self.ask_timeout = timeout;
+        self
     }
 
     /// The audit records collected since the last call.
@@ -105,6 +171,7 @@ impl Gate {
                         -32700,
                         &format!("parse error: {e}"),
                     )],
+                    asked: Vec::new(),
                 }
             }
         };
@@ -118,18 +185,25 @@ impl Gate {
                     -32600,
                     "cordon mcp wrap passes single JSON-RPC objects only (no batches)",
                 )],
+                asked: Vec::new(),
             };
         }
         let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
         let id = msg.get("id").cloned();
         match (method.as_deref(), id) {
             (Some("tools/call"), Some(id)) => self.call(msg, id),
+            // The client's answer to one of the gateway's questions.
+            (None, Some(id)) if self.asks.contains_key(&key(&id)) => self.answered(&msg, &id),
             (Some(m), Some(id)) => {
+                if m == "initialize" {
+                    self.elicits = ask::client_elicits(&msg);
+                }
                 if m == "tools/list" {
                     self.pending.insert(
                         key(&id),
                         Pending {
                             method: m.to_owned(),
+                            rule: None,
                             tool: None,
                             args_digest: None,
                             args: None,
@@ -149,6 +223,7 @@ impl Gate {
             return Routed {
                 to_upstream: None,
                 to_client: vec![error_line(&id, -32602, "tools/call needs params.name")],
+                asked: Vec::new(),
             };
         };
         let tool = tool.to_owned();
@@ -156,80 +231,250 @@ impl Gate {
             .and_then(|p| p.get("arguments"))
             .cloned()
             .unwrap_or_else(|| json!({}));
+        // serde_json's maps are sorted: this is the arguments' canonical
+        // JSON (sorted keys, no whitespace).
         let digest = hex::encode(Sha256::digest(args.to_string().as_bytes()));
-        let recorded_args = self.policy.record_args(&tool).then(|| args.clone());
-        let verdict = if let Some((why, rule)) = self.blocked.get(&tool) {
-            Verdict::Deny {
+        let call = Call {
+            args: self.policy.record_args(&tool).then(|| args.clone()),
+            tool,
+            digest,
+        };
+        let tool = &call.tool;
+        // Blocked tools (pins, poisoning) and tools never listed are a
+        // ceiling: no policy rule or approval lets them through.
+        let (verdict, ceiling) = if let Some((why, rule)) = self.blocked.get(tool) {
+            let v = Verdict::Deny {
                 rule: rule.clone(),
                 message: why.clone(),
-            }
+            };
+            (v, true)
         } else {
-            match self.policy.check(&tool, &args) {
-                Verdict::Allow if !self.listed.contains(&tool) => Verdict::Deny {
-                    rule: "listed".into(),
-                    message: format!(
-                        "the tool {tool} is not among the tools the server listed to this client; call tools/list first"
-                    ),
-                },
-                v => v,
+            match self.policy.check(tool, &args) {
+                Verdict::Allow | Verdict::Ask { .. } if !self.listed.contains(tool) => (
+                    Verdict::Deny {
+                        rule: "listed".into(),
+                        message: format!(
+                            "the tool {tool} is not among the tools the server listed to this client; call tools/list first"
+                        ),
+                    },
+                    true,
+                ),
+                Verdict::Deny { rule, message } => {
+                    let ceiling = !self.policy.is_default_rule(&rule);
+                    (Verdict::Deny { rule, message }, ceiling)
+                }
+                v => (v, false),
             }
         };
-        match verdict {
-            Verdict::Allow => {
-                self.pending.insert(
-                    key(&id),
-                    Pending {
-                        method: "tools/call".into(),
-                        tool: Some(tool),
-                        args_digest: Some(digest),
-                        args: recorded_args,
-                        at: Instant::now(),
-                    },
-                );
-                forward(&msg)
-            }
+        match self.decide(&call, verdict, ceiling) {
+            Outcome::Pass { rule } => self.pass(&msg, &id, call, rule),
+            Outcome::Refuse { rule, message } => self.refuse(&id, call, rule, message),
+            Outcome::Ask { rule, reason } => self.ask(msg, id, call, rule, reason),
+        }
+    }
+
+    /// The tool policy's verdict, and the Cedar policy's decision on it.
+    fn decide(&self, call: &Call, verdict: Verdict, ceiling: bool) -> Outcome {
+        use cordon_authz::{Action, DefaultVerdict, Effect, Principal, Request};
+        let Some(authz) = &self.authz else {
+            return match verdict {
+                Verdict::Allow => Outcome::Pass { rule: None },
+                Verdict::Deny { rule, message } => Outcome::Refuse { rule, message },
+                Verdict::Ask { rule, message } => Outcome::Ask {
+                    rule,
+                    reason: message,
+                },
+            };
+        };
+        let (default, ceiling) = match verdict {
+            Verdict::Allow => (
+                DefaultVerdict::Allow {
+                    rule: self.policy.allow_rule(&call.tool),
+                },
+                None,
+            ),
+            Verdict::Ask { rule, .. } => (DefaultVerdict::Ask { rule }, None),
             Verdict::Deny { rule, message } => {
-                let text = format!("cordon mcp wrap refused this call: {message} (rule: {rule})");
-                if self.verbose {
-                    eprintln!("cordon: mcp: refused {tool}: {message} (rule: {rule})");
-                }
-                let reply = json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "result": {"content": [{"type": "text", "text": text}], "isError": true},
-                });
-                let line = reply.to_string();
-                self.record(
-                    McpCall {
-                        server: self.server.clone(),
-                        method: "tools/call".into(),
-                        tool: Some(tool.clone()),
-                        decision: AuditDecision::Deny,
-                        rule: Some(rule.clone()),
-                        args_digest: Some(digest),
-                        args: recorded_args,
-                        duration_ms: 0,
-                        result_bytes: line.len() as u64,
-                        error: true,
-                        redacted: 0,
-                    }
-                    .into(),
-                );
-                self.record(
-                    Incident {
-                        kind: IncidentKind::Mcp,
-                        severity: Severity::Medium,
-                        summary: format!("MCP call refused: {tool} ({rule})"),
-                        evidence: json!({"server": self.server, "tool": tool, "rule": rule, "message": message}),
-                    }
-                    .into(),
-                );
-                Routed {
-                    to_upstream: None,
-                    to_client: vec![line],
-                }
+                let ceiling = ceiling.then(|| format!("{rule}: {message}"));
+                (DefaultVerdict::Deny { rule }, ceiling)
+            }
+        };
+        let mut req = Request::new(
+            Principal::named("owner"),
+            Action::ToolCall {
+                server: self.server.clone(),
+                tool: call.tool.clone(),
+                args_digest: call.digest.clone(),
+            },
+            default,
+        );
+        req.ceiling = ceiling;
+        let d = authz.decide(&req);
+        let rule = d.rule.to_string();
+        match d.effect {
+            Effect::Allow | Effect::AllowWithLimits { .. } => Outcome::Pass { rule: Some(rule) },
+            Effect::Deny => Outcome::Refuse {
+                rule,
+                message: d.reason,
+            },
+            Effect::Ask => Outcome::Ask {
+                rule,
+                reason: d.reason,
+            },
+        }
+    }
+
+    /// Pass the call to the server; its answer is recorded when it comes.
+    fn pass(&mut self, msg: &Value, id: &Value, call: Call, rule: Option<String>) -> Routed {
+        self.pending.insert(
+            key(id),
+            Pending {
+                method: "tools/call".into(),
+                rule,
+                tool: Some(call.tool),
+                args_digest: Some(call.digest),
+                args: call.args,
+                at: Instant::now(),
+            },
+        );
+        forward(msg)
+    }
+
+    /// Answer the call with a tool error naming the rule; record it.
+    fn refuse(&mut self, id: &Value, call: Call, rule: String, message: String) -> Routed {
+        let Call { tool, digest, args } = call;
+        let text = format!("cordon mcp wrap refused this call: {message} (rule: {rule})");
+        if self.verbose {
+            eprintln!("cordon: mcp: refused {tool}: {message} (rule: {rule})");
+        }
+        let reply = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "result": {"content": [{"type": "text", "text": text}], "isError": true},
+        });
+        let line = reply.to_string();
+        self.record(
+            McpCall {
+                server: self.server.clone(),
+                method: "tools/call".into(),
+                tool: Some(tool.clone()),
+                decision: AuditDecision::Deny,
+                rule: Some(rule.clone()),
+                args_digest: Some(digest),
+                args,
+                duration_ms: 0,
+                result_bytes: line.len() as u64,
+                error: true,
+                redacted: 0,
+            }
+            .into(),
+        );
+        self.record(
+            Incident {
+                kind: IncidentKind::Mcp,
+                severity: Severity::Medium,
+                summary: format!("MCP call refused: {tool} ({rule})"),
+                evidence: json!({"server": self.server, "tool": tool, "rule": rule, "message": message}),
+            }
+            .into(),
+        );
+        Routed {
+            to_upstream: None,
+            to_client: vec![line],
+            asked: Vec::new(),
+        }
+    }
+
+    /// A person decides: a tool approved for the session passes; a client
+    /// that can be asked is asked; otherwise the call is refused with what
+    /// would allow it.
+    fn ask(&mut self, msg: Value, id: Value, call: Call, rule: String, reason: String) -> Routed {
+        if self.granted.contains(&call.tool) {
+            let rule = format!("{rule}, approved for this session");
+            return self.pass(&msg, &id, call, Some(rule));
+        }
+        if !self.elicits {
+            let message = format!(
+                "{reason}; this client cannot be asked (it declared no elicitation capability). It would be allowed by an approval of the tool {} of this server (from a client that supports elicitation), or a rule in the policy that allows it",
+                call.tool
+            );
+            return self.refuse(&id, call, rule, message);
+        }
+        let ask_id = format!("cordon-ask-{}", self.next_ask);
+        self.next_ask += 1;
+        let subject = format!(
+            "the tool {} of the MCP server `{}` (arguments sha256:{})",
+            call.tool,
+            self.server,
+            call.digest.get(..16).unwrap_or(&call.digest)
+        );
+        let question = ask::request(&ask_id, &ask::message(&subject, &rule, &reason));
+        let timeout = self.ask_timeout;
+        self.asks.insert(
+            key(&json!(ask_id)),
+            Asked {
+                msg,
+                id,
+                call,
+                rule,
+                reason,
+                timeout,
+            },
+        );
+        Routed {
+            to_upstream: None,
+            to_client: vec![question.to_string()],
+            asked: vec![(ask_id, timeout)],
+        }
+    }
+
+    /// The client answered a question: the call passes or is refused.
+    fn answered(&mut self, response: &Value, ask_id: &Value) -> Routed {
+        let Some(asked) = self.asks.remove(&key(ask_id)) else {
+            return Routed::default();
+        };
+        let Asked {
+            msg,
+            id,
+            call,
+            rule,
+            reason,
+            ..
+        } = asked;
+        match ask::answer(response) {
+            ask::Answer::Once => {
+                let rule = format!("{rule}, approved once by the client");
+                self.pass(&msg, &id, call, Some(rule))
+            }
+            ask::Answer::Session => {
+                self.granted.insert(call.tool.clone());
+                let rule = format!("{rule}, approved for this session by the client");
+                self.pass(&msg, &id, call, Some(rule))
+            }
+            ask::Answer::Deny => {
+                let message = format!("{reason}; the person asked denied it (approval_denied)");
+                self.refuse(&id, call, rule, message)
             }
         }
+    }
+
+    /// A question unanswered in time: the call is refused and the client
+    /// told to stop asking. Nothing when it was answered already.
+    pub fn expire_ask(&mut self, ask_id: &str) -> Vec<String> {
+        let Some(asked) = self.asks.remove(&key(&json!(ask_id))) else {
+            return Vec::new();
+        };
+        let message = format!(
+            "{}; nobody answered within {}s (approval_expired). It would be allowed by an approval of the tool {} of this server, or a rule in the policy that allows it",
+            asked.reason,
+            asked.timeout.as_secs(),
+            asked.call.tool
+        );
+        let mut lines = self
+            .refuse(&asked.id, asked.call, asked.rule, message)
+            .to_client;
+        lines.push(ask::cancelled(ask_id, "no answer in time").to_string());
+        lines
     }
 
     /// One line from the server; the lines to pass to the client.
@@ -270,7 +515,7 @@ impl Gate {
                 method: p.method.clone(),
                 tool: p.tool.clone(),
                 decision: AuditDecision::Allow,
-                rule: None,
+                rule: p.rule.clone(),
                 args_digest: p.args_digest,
                 args: p.args,
                 duration_ms: p.at.elapsed().as_millis() as u64,
@@ -429,6 +674,7 @@ fn forward(msg: &Value) -> Routed {
     Routed {
         to_upstream: Some(msg.to_string()),
         to_client: Vec::new(),
+        asked: Vec::new(),
     }
 }
 

@@ -131,7 +131,7 @@ fn write_client(mut out: File, rx: Receiver<Out>) {
     }
 }
 
-fn read_client(input: File, upstream: File, shared: &Shared, tx: &Sender<Out>) {
+fn read_client(input: File, upstream: File, shared: &Arc<Shared>, tx: &Sender<Out>) {
     let mut upstream = Some(upstream);
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
@@ -152,6 +152,9 @@ fn read_client(input: File, upstream: File, shared: &Shared, tx: &Sender<Out>) {
         for l in routed.to_client {
             let _ = tx.send(Some(l));
         }
+        for (id, timeout) in routed.asked {
+            expire_later(Arc::clone(shared), tx.clone(), id, timeout);
+        }
         if let (Some(l), Some(up)) = (routed.to_upstream, upstream.as_mut()) {
             let mut bytes = l.into_bytes();
             bytes.push(b'\n');
@@ -166,6 +169,27 @@ fn read_client(input: File, upstream: File, shared: &Shared, tx: &Sender<Out>) {
     drop(upstream);
     if let Ok(mut g) = shared.client_gone.lock() {
         *g = Some(Instant::now());
+    }
+}
+
+/// A question to the client that is still unanswered after `timeout` is
+/// refused (one short-lived thread per question: they are rare, and the
+/// gateway has no timer of its own).
+fn expire_later(shared: Arc<Shared>, tx: Sender<Out>, id: String, timeout: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("mcp-ask-timeout".into())
+        .spawn(move || {
+            std::thread::sleep(timeout);
+            let lines = match shared.gate.lock() {
+                Ok(mut g) => g.expire_ask(&id),
+                Err(_) => Vec::new(),
+            };
+            for l in lines {
+                let _ = tx.send(Some(l));
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("cordon: mcp: cannot start the timer of a question to the client: {e}");
     }
 }
 

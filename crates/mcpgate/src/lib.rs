@@ -4,7 +4,13 @@
 //!
 //! * [`policy`]: per-tool allow/deny/ask and argument rules; a denied tool
 //!   is absent from `tools/list`, a refused call is a tool error naming the
-//!   rule.
+//!   rule. With a Cedar policy (`--cedar`, `cordon_authz`) each call is
+//!   also an `Action::ToolCall` whose decision names its rule; the tool
+//!   policy's verdict is its default and its denials a ceiling.
+//! * [`ask`]: an "ask" is put to the person behind the client as an MCP
+//!   elicitation (approve once / for the session, or deny) when the client
+//!   declared that capability; otherwise, or unanswered in time, the call
+//!   is refused with what would allow it.
 //! * [`pins`]: the first `tools/list` is pinned; a changed or new tool is
 //!   blocked until approved (the "rug pull").
 //! * [`poison`]: descriptions with instructions aimed at the model are
@@ -43,6 +49,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ask;
 pub mod gate;
 pub mod io;
 pub mod pins;
@@ -50,7 +57,7 @@ pub mod poison;
 pub mod policy;
 pub mod rules;
 
-pub use gate::{Gate, Routed};
+pub use gate::{Gate, Routed, ASK_TIMEOUT};
 pub use io::{Gateway, UpstreamSink};
 pub use pins::{pin_path, PinFile, Pins};
 pub use policy::{Decision, Policy, PolicyFile, Verdict};

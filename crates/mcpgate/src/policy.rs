@@ -16,7 +16,8 @@ use crate::rules::ArgRule;
 pub enum Decision {
     Allow,
     Deny,
-    /// A person decides; until cordon has approvals this refuses the call.
+    /// A person decides: the client is asked (MCP elicitation) when it
+    /// can be; otherwise the call is refused.
     Ask,
 }
 
@@ -79,6 +80,11 @@ pub enum Verdict {
     Allow,
     /// Refused: the rule as written, and why in words.
     Deny {
+        rule: String,
+        message: String,
+    },
+    /// A person decides: the rule as written, and why in words.
+    Ask {
         rule: String,
         message: String,
     },
@@ -155,7 +161,7 @@ impl Policy {
     }
 
     /// Whether the client sees the tool in `tools/list` (a denied tool is
-    /// absent; an "ask" tool is listed, its calls are refused for now).
+    /// absent; an "ask" tool is listed, its calls are asked about).
     pub fn visible(&self, tool: &str) -> bool {
         self.decision(tool).0 != Decision::Deny
     }
@@ -168,37 +174,47 @@ impl Policy {
             .unwrap_or(self.record_args)
     }
 
-    /// Decide one call.
+    /// Whether a refusal with this rule is the default for tools the
+    /// policy does not name (and not a rule written for the tool).
+    pub fn is_default_rule(&self, rule: &str) -> bool {
+        rule == self.default_rule
+    }
+
+    /// The rule behind an allowed call of `tool` (as written).
+    pub fn allow_rule(&self, tool: &str) -> String {
+        self.decision(tool).1
+    }
+
+    /// Decide one call: a denied tool is refused; then the argument
+    /// rules; then an allowed tool passes and an "ask" tool is asked about.
     pub fn check(&self, tool: &str, arguments: &Value) -> Verdict {
-        match self.decision(tool) {
-            (Decision::Deny, rule) => {
-                return Verdict::Deny {
-                    message: format!("the tool {tool} is denied by the gateway's policy"),
-                    rule,
-                }
-            }
-            (Decision::Ask, rule) => {
-                return Verdict::Deny {
-                    message: format!(
-                        "the tool {tool} needs a person's approval, and approvals are not available yet in cordon mcp wrap; allow or deny it in the policy"
-                    ),
-                    rule,
-                }
-            }
-            (Decision::Allow, _) => {}
+        let (decision, rule) = self.decision(tool);
+        if decision == Decision::Deny {
+            return Verdict::Deny {
+                message: format!("the tool {tool} is denied by the gateway's policy"),
+                rule,
+            };
         }
-        let Some(tool_policy) = self.tools.get(tool) else {
-            return Verdict::Allow;
-        };
-        for rule in &tool_policy.args {
-            if let Err(message) = rule.check_value(arguments.get(&rule.name)) {
+        for arg in self
+            .tools
+            .get(tool)
+            .map(|t| t.args.as_slice())
+            .unwrap_or(&[])
+        {
+            if let Err(message) = arg.check_value(arguments.get(&arg.name)) {
                 return Verdict::Deny {
-                    rule: format!("tools.{tool}.args.{}.{}", rule.name, rule.kind()),
+                    rule: format!("tools.{tool}.args.{}.{}", arg.name, arg.kind()),
                     message,
                 };
             }
         }
-        Verdict::Allow
+        match decision {
+            Decision::Ask => Verdict::Ask {
+                message: format!("the tool {tool} needs a person's approval"),
+                rule,
+            },
+            _ => Verdict::Allow,
+        }
     }
 }
 
@@ -231,14 +247,19 @@ mod tests {
     }
 
     #[test]
-    fn ask_is_refused_with_a_message() {
-        let file: PolicyFile = toml::from_str("[tools.rm]\ndecision = \"ask\"\n").unwrap();
+    fn ask_is_asked_after_the_argument_rules() {
+        let file: PolicyFile = toml::from_str(
+            "[tools.rm]\ndecision = \"ask\"\n[[tools.rm.args]]\nname = \"path\"\nunder = [\"/tmp\"]\n",
+        )
+        .unwrap();
         let p = Policy::new(Some(file), &[], &[]);
         assert!(p.visible("rm"));
-        match p.check("rm", &json!({})) {
-            Verdict::Deny { message, .. } => {
-                assert!(message.contains("approvals are not available"))
-            }
+        match p.check("rm", &json!({"path": "/tmp/x"})) {
+            Verdict::Ask { rule, .. } => assert_eq!(rule, "tools.rm.decision"),
+            v => panic!("{v:?}"),
+        }
+        match p.check("rm", &json!({"path": "/etc/passwd"})) {
+            Verdict::Deny { rule, .. } => assert!(rule.starts_with("tools.rm.args.path")),
             v => panic!("{v:?}"),
         }
     }
