@@ -179,7 +179,7 @@ impl RunPolicy {
         }
         let Asker::Terminal(timeout) = self.asker else {
             let message = format!(
-                "cordon: policy: {subject} needs a person's approval ({}: {}) and cordon has no terminal to ask. It would be allowed by {}",
+                "cordon: policy: {subject} needs a person's approval (rule {}: {}) and cordon has no terminal to ask. It would be allowed by {}",
                 decision.rule,
                 decision.reason,
                 would_allow(action)
@@ -214,14 +214,14 @@ impl RunPolicy {
             }
             Answer::Deny => {
                 let message = format!(
-                    "cordon: policy: {subject} was denied at cordon's terminal ({}: {})",
+                    "cordon: policy: {subject} was denied at cordon's terminal (rule {}: {})",
                     decision.rule, decision.reason
                 );
                 (Verdict::Refused { rule, message }, "denied")
             }
             Answer::TimedOut => {
                 let message = format!(
-                    "cordon: policy: {subject} was not answered at cordon's terminal within {}s ({}: {}). It would be allowed by {}",
+                    "cordon: policy: {subject} was not answered at cordon's terminal within {}s (rule {}: {}). It would be allowed by {}",
                     timeout.as_secs(),
                     decision.rule,
                     decision.reason,

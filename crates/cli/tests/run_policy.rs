@@ -134,31 +134,17 @@ fn db(w: &Workdir) -> String {
     w.path().join(".audit.db").display().to_string()
 }
 
-/// The run's `policy_decision` records, from the audit store.
+/// The `policy_decision` records in the audit store, oldest first.
 fn decisions(w: &Workdir) -> Vec<Value> {
     let out = Command::new(cordon_bin())
-        .args(["audit", "--store", &db(w), "runs", "--json"])
+        .args(["audit", "--store", &db(w), "export"])
         .output()
-        .expect("cordon audit runs");
-    let runs: Value = serde_json::from_slice(&out.stdout).expect("runs json");
-    let run_id = runs
-        .as_array()
-        .or_else(|| runs["runs"].as_array())
-        .and_then(|r| r.first())
-        .and_then(|r| r["run_id"].as_str().or_else(|| r["id"].as_str()))
-        .unwrap_or_else(|| panic!("no run in {runs}"))
-        .to_owned();
-    let out = Command::new(cordon_bin())
-        .args(["audit", "--store", &db(w), "show", &run_id, "--json"])
-        .output()
-        .expect("cordon audit show");
-    let show: Value = serde_json::from_slice(&out.stdout).expect("show json");
-    show["records"]
-        .as_array()
-        .expect("records")
-        .iter()
-        .filter(|r| r["data"]["action"] == "policy_decision")
-        .map(|r| r["data"]["detail"].clone())
+        .expect("cordon audit export");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON record"))
+        .filter(|r| r["kind"] == "api_action" && r["body"]["action"] == "policy_decision")
+        .map(|r| r["body"]["detail"].clone())
         .collect()
 }
 
@@ -192,7 +178,7 @@ fn exec_ask_on_a_terminal_runs_on_once_and_refuses_on_deny() {
     assert!(
         t.tty.contains("exec `sh -c \"touch ran\"`")
             && t.tty.contains("sh-asks")
-            && t.tty.contains("policy.cedar:4")
+            && t.tty.contains("policy.cedar:3)")
             && t.tty.contains("was denied at cordon's terminal"),
         "{}",
         t.tty
