@@ -13,7 +13,7 @@ use cordon_policy::TrustLevel;
 #[derive(Debug, Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --server /run/user/1000/cordon/cordon.sock   # the sandboxes of a running cordon serve\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
+    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon mcp --policy agent.cedar                # execs decided by a policy; asks go to the client\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --server /run/user/1000/cordon/cordon.sock   # the sandboxes of a running cordon serve\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
 )]
 pub struct McpArgs {
     #[command(subcommand)]
@@ -68,6 +68,14 @@ pub struct ServeMcpArgs {
     /// Record nothing.
     #[arg(long, conflicts_with = "audit")]
     no_audit: bool,
+    /// Decide each sandbox_exec with this Cedar policy (see docs/policy.md). An ask is put
+    /// to the client as an MCP elicitation when it supports them; otherwise it is refused.
+    /// With --server, the server's own policy applies instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "server")]
+    policy: Option<PathBuf>,
+    /// How long an ask waits for the client's answer before the call is refused.
+    #[arg(long = "ask-timeout", value_name = "DURATION", default_value = "2m", value_parser = crate::serve_cmd::parse_duration)]
+    ask_timeout: Duration,
 }
 
 /// A duration, or "0" for none.
@@ -92,6 +100,13 @@ fn serve(args: ServeMcpArgs) -> anyhow::Result<u8> {
             .map_err(|e| anyhow::anyhow!("--allow-net {pattern}: {e}"))?;
     }
     let audit_path = crate::serve_cmd::audit_path(args.audit.clone(), args.no_audit)?;
+    let approvals = match &args.policy {
+        Some(path) => Some(cordon_mcp::Approvals::new(
+            cordon_authz::Authorizer::load(path).map_err(|e| anyhow::anyhow!("--policy: {e}"))?,
+            args.ask_timeout,
+        )),
+        None => None,
+    };
     let transport = match args.http {
         None => cordon_mcp::Transport::Stdio,
         Some(addr) => cordon_mcp::Transport::Http(cordon_mcp::HttpOptions {
@@ -119,6 +134,7 @@ fn serve(args: ServeMcpArgs) -> anyhow::Result<u8> {
             allow_net: args.allow_net,
             max_sandboxes: args.max_sandboxes.max(1),
         },
+        approvals,
     };
     let in_process = matches!(opts.engine, cordon_mcp::EngineChoice::InProcess(_));
     let (spawner, runtime) = if in_process {

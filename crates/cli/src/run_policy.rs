@@ -236,15 +236,15 @@ impl RunPolicy {
         let allowed = matches!(verdict, Verdict::Allowed { .. });
         let record = cordon_audit::ApiAction {
             actor: self.principal.name.clone(),
-            action: "policy_decision".into(),
+            action: "decision".into(),
             sandbox: Some(self.run_id.clone()),
             detail: json!({
                 "action": action,
                 "effect": d.effect.name(),
+                "outcome": if allowed { "allowed" } else { "denied" },
                 "rule": d.rule,
                 "reason": d.reason,
                 "answer": answer,
-                "allowed": allowed,
             }),
         };
         if let Ok(mut r) = self.record.lock() {

@@ -134,7 +134,7 @@ fn db(w: &Workdir) -> String {
     w.path().join(".audit.db").display().to_string()
 }
 
-/// The `policy_decision` records in the audit store, oldest first.
+/// The policy `decision` records in the audit store, oldest first.
 fn decisions(w: &Workdir) -> Vec<Value> {
     let out = Command::new(cordon_bin())
         .args(["audit", "--store", &db(w), "export"])
@@ -143,7 +143,7 @@ fn decisions(w: &Workdir) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("a JSON record"))
-        .filter(|r| r["kind"] == "api_action" && r["body"]["action"] == "policy_decision")
+        .filter(|r| r["kind"] == "api_action" && r["body"]["action"] == "decision")
         .map(|r| r["body"]["detail"].clone())
         .collect()
 }
@@ -189,7 +189,7 @@ fn exec_ask_on_a_terminal_runs_on_once_and_refuses_on_deny() {
     assert_eq!(d[0]["rule"]["id"], "sh-asks");
     assert_eq!(d[0]["effect"], "ask");
     assert_eq!(d[0]["answer"], "denied");
-    assert_eq!(d[0]["allowed"], false);
+    assert_eq!(d[0]["outcome"], "denied");
 
     let t = on_a_terminal(&w, &args, &["o"], false, json!({}));
     assert_eq!(t.code, 0, "{}", t.tty);

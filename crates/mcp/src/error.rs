@@ -10,6 +10,9 @@ use cordon_session::SessionError;
 pub struct ToolError {
     pub message: String,
     pub fix: Option<String>,
+    /// The error as data too (a policy refusal's subject, rule and the
+    /// grant that would allow it), sent as the result's structured content.
+    pub detail: Option<serde_json::Value>,
 }
 
 impl ToolError {
@@ -17,11 +20,17 @@ impl ToolError {
         ToolError {
             message: message.into(),
             fix: None,
+            detail: None,
         }
     }
 
     pub fn with_fix(mut self, fix: impl Into<String>) -> ToolError {
         self.fix = Some(fix.into());
+        self
+    }
+
+    pub fn with_detail(mut self, detail: serde_json::Value) -> ToolError {
+        self.detail = Some(detail);
         self
     }
 
@@ -50,6 +59,7 @@ impl From<ApiError> for ToolError {
         ToolError {
             message: e.message,
             fix: e.fix,
+            detail: None,
         }
     }
 }
@@ -65,6 +75,7 @@ impl From<FilesError> for ToolError {
         ToolError {
             message: e.message,
             fix: e.fix,
+            detail: None,
         }
     }
 }

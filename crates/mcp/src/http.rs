@@ -158,6 +158,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: Backend,
     opts: &HttpOptions,
+    approvals: Option<crate::Approvals>,
     stop: CancellationToken,
 ) -> Result<(), McpError> {
     let mut config = StreamableHttpServerConfig::default()
@@ -172,7 +173,10 @@ pub async fn serve(
         config = config.disable_allowed_hosts();
     }
     let service = StreamableHttpService::new(
-        move || Ok(CordonTools::new(backend.clone(), None)),
+        // Stateless: no stream carries a question back to the client, so
+        // an ask is refused here (the structured error says what would
+        // allow it).
+        move || Ok(CordonTools::new(backend.clone(), None).with_approvals(approvals.clone())),
         Arc::new(NeverSessionManager::default()),
         config,
     );

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod approval;
 pub mod backend;
 pub mod error;
 pub mod http;
@@ -31,6 +32,7 @@ use cordon_session::{Engine, EngineConfig, Spawner};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
+pub use approval::Approvals;
 pub use backend::Backend;
 pub use error::ToolError;
 pub use http::HttpOptions;
@@ -77,6 +79,8 @@ pub struct Options {
     pub limits: SandboxLimits,
     /// What the stdio caller may ask for (over HTTP each token's own).
     pub ceiling: Ceiling,
+    /// `--policy`: decisions on the tools' actions (the local engine).
+    pub approvals: Option<Approvals>,
 }
 
 /// Serve until the client goes away (stdio: end of input) or SIGTERM /
@@ -114,7 +118,7 @@ pub async fn run(spawner: Option<Spawner>, opts: Options) -> Result<usize, McpEr
     let served = match &opts.transport {
         Transport::Stdio => {
             let local = Caller::token(LOCAL_CALLER.into(), opts.ceiling.clone());
-            serve_stdio(backend.clone(), local, stop.clone()).await
+            serve_stdio(backend.clone(), local, opts.approvals.clone(), stop.clone()).await
         }
         Transport::Http(http) => {
             let listener = http::bind(http).await?;
@@ -126,7 +130,14 @@ pub async fn run(spawner: Option<Spawner>, opts: Options) -> Result<usize, McpEr
                 "{}",
                 serde_json::json!({"listen": addr.to_string(), "url": format!("http://{addr}/mcp"), "pid": std::process::id()})
             );
-            http::serve(listener, backend.clone(), http, stop.clone()).await
+            http::serve(
+                listener,
+                backend.clone(),
+                http,
+                opts.approvals.clone(),
+                stop.clone(),
+            )
+            .await
         }
     };
     signals.abort();
@@ -137,9 +148,10 @@ pub async fn run(spawner: Option<Spawner>, opts: Options) -> Result<usize, McpEr
 async fn serve_stdio(
     backend: Backend,
     local: Caller,
+    approvals: Option<Approvals>,
     stop: CancellationToken,
 ) -> Result<(), McpError> {
-    let tools = CordonTools::new(backend, Some(local));
+    let tools = CordonTools::new(backend, Some(local)).with_approvals(approvals);
     let running = tokio::select! {
         r = tools.serve(rmcp::transport::stdio()) => r,
         _ = stop.cancelled() => return Ok(()),

@@ -20,6 +20,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::approval::Approvals;
 use crate::backend::{Backend, ExecSpec};
 use crate::error::ToolError;
 use crate::output::{self, SHOWN_BYTES};
@@ -182,6 +183,8 @@ pub struct DestroyArgs {
 #[derive(Debug, Clone)]
 pub struct CordonTools {
     backend: Backend,
+    /// `--policy`: decisions on execs (the local engine only).
+    approvals: Option<Approvals>,
     /// The caller when the transport names none (stdio: the user who
     /// started `cordon mcp`, within the ceiling of its flags).
     local: Option<Caller>,
@@ -192,9 +195,12 @@ fn done(value: Value) -> Result<CallToolResult, ErrorData> {
 }
 
 fn failed(e: ToolError) -> Result<CallToolResult, ErrorData> {
-    Ok(CallToolResult::error(vec![ContentBlock::text(
-        e.to_string(),
-    )]))
+    let mut result = CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
+    if let Some(mut detail) = e.detail {
+        detail["message"] = json!(e.message);
+        result.structured_content = Some(detail);
+    }
+    Ok(result)
 }
 
 /// A tool's body: its value, or a tool error.
@@ -224,7 +230,20 @@ fn timeout_of(arg: &Option<DurationArg>) -> Result<Duration, ToolError> {
 #[tool_router]
 impl CordonTools {
     pub fn new(backend: Backend, local: Option<Caller>) -> CordonTools {
-        CordonTools { backend, local }
+        CordonTools {
+            backend,
+            approvals: None,
+            local,
+        }
+    }
+
+    /// Decide each exec with this policy (the local engine; a remote
+    /// server decides its own).
+    pub fn with_approvals(mut self, approvals: Option<Approvals>) -> CordonTools {
+        if matches!(self.backend, Backend::Local(_)) {
+            self.approvals = approvals;
+        }
+        self
     }
 
     /// Who is calling: the HTTP request's token, else the local caller.
@@ -407,6 +426,15 @@ impl CordonTools {
                 .with_fix(r#"e.g. {"argv": ["ls", "-l"]} or {"script": "ls -l | head"}"#))
             }
         };
+        let decided = match &self.approvals {
+            Some(a) => {
+                let d = a.exec(&ctx.peer, &caller, &args.sandbox_id, &argv).await;
+                self.backend
+                    .record(&caller, "decision", &args.sandbox_id, d.record);
+                Some(d.result?)
+            }
+            None => None,
+        };
         let spec = ExecSpec {
             argv: argv.clone(),
             env: args.env.into_iter().collect(),
@@ -423,7 +451,8 @@ impl CordonTools {
             &caller,
             "exec",
             &args.sandbox_id,
-            json!({"via": "mcp", "argv": argv, "exit_code": exit.exit_code, "timed_out": exit.timed_out}),
+            json!({"via": "mcp", "argv": argv, "exit_code": exit.exit_code, "timed_out": exit.timed_out,
+                   "rule": decided.as_ref().map(|d| &d.rule)}),
         );
         let mut result = json!({
             "exit_code": exit.exit_code,

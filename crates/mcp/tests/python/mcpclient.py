@@ -91,17 +91,20 @@ def text_of(result: Dict[str, Any]) -> str:
 
 
 @asynccontextmanager
-async def _session(transport: Any) -> AsyncIterator[Tools]:
+async def _session(transport: Any, elicitation: Any = None) -> AsyncIterator[Tools]:
+    """`elicitation`: the SDK's elicitation callback; with one, the client
+    declares the elicitation capability."""
+    extra = {"elicitation_callback": elicitation} if elicitation else {}
     if MCP_MAJOR >= 2:
         from mcp import Client
 
-        async with Client(transport) as client:
+        async with Client(transport, **extra) as client:
             yield Tools(client, client.protocol_version)
     else:
         from mcp import ClientSession
 
         async with transport as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
+            async with ClientSession(streams[0], streams[1], **extra) as session:
                 init = await session.initialize()
                 yield Tools(session, str(init.protocolVersion))
 
@@ -114,8 +117,21 @@ def stdio_params(binary: Path, state: Path, *args: str) -> StdioServerParameters
 
 
 @asynccontextmanager
-async def over_stdio(binary: Path, state: Path, *args: str) -> AsyncIterator[Tools]:
-    async with _session(stdio_client(stdio_params(binary, state, *args))) as tools:
+async def over_stdio(
+    binary: Path, state: Path, *args: str, elicitation: Any = None
+) -> AsyncIterator[Tools]:
+    async with _session(stdio_client(stdio_params(binary, state, *args)), elicitation) as tools:
+        yield tools
+
+
+@asynccontextmanager
+async def wrapped(
+    binary: Path, state: Path, *args: str, elicitation: Any = None
+) -> AsyncIterator[Tools]:
+    """`cordon mcp wrap ARGS` (ARGS end with `-- SERVER...`)."""
+    env = dict(os.environ, CORDON_STATE_DIR=str(state), XDG_STATE_HOME=str(state))
+    params = StdioServerParameters(command=str(binary), args=["mcp", "wrap", *args], env=env)
+    async with _session(stdio_client(params), elicitation) as tools:
         yield tools
 
 
