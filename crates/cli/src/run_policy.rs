@@ -241,7 +241,7 @@ impl RunPolicy {
             detail: json!({
                 "action": action,
                 "effect": d.effect.name(),
-                "outcome": if allowed { "allowed" } else { "denied" },
+                "outcome": if allowed { "allowed" } else { "refused" },
                 "rule": d.rule,
                 "reason": d.reason,
                 "answer": answer,

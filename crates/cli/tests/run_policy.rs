@@ -189,7 +189,7 @@ fn exec_ask_on_a_terminal_runs_on_once_and_refuses_on_deny() {
     assert_eq!(d[0]["rule"]["id"], "sh-asks");
     assert_eq!(d[0]["effect"], "ask");
     assert_eq!(d[0]["answer"], "denied");
-    assert_eq!(d[0]["outcome"], "denied");
+    assert_eq!(d[0]["outcome"], "refused");
 
     let t = on_a_terminal(&w, &args, &["o"], false, json!({}));
     assert_eq!(t.code, 0, "{}", t.tty);

@@ -83,7 +83,7 @@ impl Approvals {
             "via": "mcp",
             "action": action,
             "effect": d.effect.name(),
-            "outcome": if result.is_ok() { "allowed" } else { "denied" },
+            "outcome": if result.is_ok() { "allowed" } else { "refused" },
             "rule": d.rule,
             "reason": d.reason,
             "answer": result.as_ref().ok().and_then(|a| a.answer),

@@ -134,6 +134,15 @@ impl Remote {
             if let Some(fix) = v["error"]["fix"].as_str() {
                 e = e.with_fix(fix);
             }
+            // A refusal of the server's policy or approvals: the same
+            // structured error as `cordon mcp --policy` gives.
+            if v["error"].get("rule").is_some() {
+                let r = &v["error"];
+                e = e.with_detail(serde_json::json!({
+                    "error": r["code"], "subject": r["subject"], "rule": r["rule"],
+                    "approval": r["approval"], "would_allow": r["would_allow"],
+                }));
+            }
             return Err(e);
         }
         Ok((content_type, data))
