@@ -335,16 +335,23 @@ impl Gate {
             _ => self.approvals.expire(&id).map_err(unavailable)?,
         };
         drop(waiting);
-        self.answered(d, a)
-            .map_err(|e| e.unwrap_or_else(|e| unavailable(e)))
+        let claimed = match a.state {
+            ApprovalState::Approved => self.approvals.claim(&a.id).map_err(unavailable)?,
+            _ => None,
+        };
+        self.answered(d, a, claimed)
     }
 
-    /// The outcome of an answered (or expired) approval.
+    /// The outcome of an answered (or expired) approval; `claimed`: the
+    /// grant an approved one made, for its asker. (A `Refusal` is what
+    /// [`Gate::check`] hands back as is, once per call: not boxed.)
+    #[allow(clippy::result_large_err)]
     fn answered(
         &self,
         d: &Decision,
         a: Approval,
-    ) -> Result<Allowed, Result<Refusal, crate::ApprovalError>> {
+        claimed: Option<Grant>,
+    ) -> Result<Allowed, Refusal> {
         let refusal = |code: &'static str, message: String, would: String| Refusal {
             code,
             message,
@@ -355,15 +362,15 @@ impl Gate {
         };
         let what = a.subject.describe();
         match a.state {
-            ApprovalState::Approved => match self.approvals.claim(&a.id).map_err(Err)? {
+            ApprovalState::Approved => match claimed {
                 Some(g) => Ok(allowed(d, Some(&g), None)),
-                None => Err(Ok(refusal(
+                None => Err(refusal(
                     "approval_expired",
                     format!("approval {} of {what} was approved, but its grant has ended", a.id),
                     format!("retry, and approve the new approval for {what}"),
-                ))),
+                )),
             },
-            ApprovalState::Denied => Err(Ok(refusal(
+            ApprovalState::Denied => Err(refusal(
                 "approval_denied",
                 format!(
                     "{what} was denied by {} (approval {}, asked by rule {})",
@@ -375,8 +382,8 @@ impl Gate {
                     "an approval of {} answered approve (cordon approvals approve ID --scope once|session|duration)",
                     a.grant_subject.describe()
                 ),
-            ))),
-            ApprovalState::Expired | ApprovalState::Pending => Err(Ok(refusal(
+            )),
+            ApprovalState::Expired | ApprovalState::Pending => Err(refusal(
                 "approval_expired",
                 format!(
                     "nobody answered approval {} of {what} within {}s (asked by rule {}); it expired",
@@ -389,7 +396,7 @@ impl Gate {
                     self.timeout.as_secs(),
                     a.grant_subject.describe()
                 ),
-            ))),
+            )),
         }
     }
 

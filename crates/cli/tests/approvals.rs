@@ -248,7 +248,7 @@ fn an_exec_waits_for_its_approval_through_the_api_then_the_cli() {
 
     // Once does not cover a second call: it asks again; answered by the CLI.
     let waiting = srv.exec_bg(&sb, &["echo", "deploy", "prod"]);
-    let again = srv.next_pending(&[id.clone()]);
+    let again = srv.next_pending(std::slice::from_ref(&id));
     let id2 = again["id"].as_str().unwrap().to_owned();
     assert_ne!(id2, id);
     let (code, out, err) = srv.approvals(&["list"]);
