@@ -336,14 +336,17 @@ fn every_action_kind_fits_the_schema() {
     assert_eq!(kinds.len(), ACTION_KINDS.len());
 }
 
-/// Policies are indexed by the actions their scope names; a rule with no
-/// action constraint still applies to every kind, `action in [..]` to each
-/// listed kind and to no other.
+/// Policies are indexed by the actions and tokens their scope names; a rule
+/// with no action constraint still applies to every kind, `action in [..]`
+/// to each listed kind and to no other; a rule naming a token (==, in, is
+/// .. in) applies to that token, and a rule for any token to every token.
 #[test]
 fn the_index_by_action_keeps_every_rule_that_may_apply() {
     let a = policy(
         r#"@id("banned") forbid(principal == Token::"banned", action, resource);
-           @id("files") permit(principal, action in [Action::"file_read", Action::"file_write"], resource);"#,
+           @id("files") permit(principal, action in [Action::"file_read", Action::"file_write"], resource);
+           @id("banned-too") forbid(principal in Token::"banned-too", action, resource);
+           @id("banned-also") forbid(principal is Token in Token::"banned-also", action, resource);"#,
     );
     let actions = [
         Action::CreateSandbox {
@@ -381,6 +384,10 @@ fn the_index_by_action_keeps_every_rule_that_may_apply() {
         let kind = action.kind();
         let banned = Request::new(Principal::named("banned"), action.clone(), ALLOW());
         assert_eq!(a.decide(&banned).rule.id, "banned", "{kind}");
+        for name in ["banned-too", "banned-also"] {
+            let r = Request::new(Principal::named(name), action.clone(), ALLOW());
+            assert_eq!(a.decide(&r).rule.id, name, "{kind}");
+        }
         let d = a.decide(&Request::new(Principal::named("ci"), action, DENY()));
         let expected = if kind.starts_with("file_") {
             "files"
