@@ -391,10 +391,22 @@ impl Plan {
             write_file(etc_dir.as_fd(), name, text.as_bytes())?;
         }
         for (link, target) in &self.etc_links {
-            symlink(root, link, target)?;
+            match etc_name(link) {
+                Some(name) => rustix::fs::symlinkat(target, &etc_dir, name).map_err(|e| {
+                    fs_err(format!("{}: cannot create symlink: {e}", link.display()), None)
+                })?,
+                None => symlink(root, link, target)?,
+            }
         }
         for (b, tree) in self.etc_binds.iter().zip(trees) {
-            attach(root, b, tree)?;
+            match etc_name(&b.path) {
+                // A new name in the /etc cordon just made: one create and
+                // one move_mount, no walk from the root.
+                Some(name) if new_mount_point(etc_dir.as_fd(), name, b.dir)? => {
+                    move_mount_onto(tree, etc_dir.as_fd(), name, &b.path)?
+                }
+                _ => attach(root, b, tree)?,
+            }
         }
         Ok(())
     }
@@ -805,6 +817,34 @@ fn mkdir(parent: BorrowedFd<'_>, name: &str) -> Result<OwnedFd> {
         Mode::empty(),
     )
     .map_err(|e| fs_err(format!("/{name}: cannot open: {e}"), None))
+}
+
+/// The name of a path directly in /etc.
+fn etc_name(path: &Path) -> Option<&str> {
+    (path.parent() == Some(Path::new("/etc")))
+        .then(|| path.file_name().and_then(|n| n.to_str()))
+        .flatten()
+}
+
+/// Create the mount point `name` (a directory when `dir`) in a directory
+/// cordon made; false when the name is already taken.
+fn new_mount_point(parent: BorrowedFd<'_>, name: &str, dir: bool) -> Result<bool> {
+    let made = if dir {
+        rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o755))
+    } else {
+        rustix::fs::openat(
+            parent,
+            name,
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o644),
+        )
+        .map(drop)
+    };
+    match made {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::EXIST) => Ok(false),
+        Err(e) => Err(fs_err(format!("{name}: cannot create mount point: {e}"), None)),
+    }
 }
 
 /// Create an empty file `name` in a directory cordon made (a mount point).

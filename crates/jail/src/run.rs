@@ -259,10 +259,10 @@ impl Janitor {
 /// Janitors still retrying to remove groups, reaped by later runs.
 static LINGERING_JANITORS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
-/// One attempt at the spec's isolation level, in the order a reader can
-/// follow: refuse what the level cannot do, prepare the limits and the
-/// channels, clone the sandbox, let it go, supervise it, reap it, and say
-/// what happened.
+/// One attempt at the spec's isolation level, in named phases: refuse
+/// what the level cannot do, prepare the limits and the channels, launch
+/// the sandbox, supervise it until it is gone, and conclude (reap it, read
+/// its groups, say what happened).
 fn run_level(
     spec: &Spec,
     sink: &mut dyn OutputSink,
@@ -271,167 +271,283 @@ fn run_level(
 ) -> Result<Outcome> {
     refuse_unsupported(spec)?;
     let started = Instant::now();
-    let level = spec.isolation.level;
-    let mut enforcement = Enforcement {
-        isolation: level,
-        ..Enforcement::default()
-    };
-    let mut plan = match level {
-        IsolationLevel::Namespaces => Some(Plan::new(spec)?),
-        IsolationLevel::Process => None,
-    };
-    let identity = crate::identity::Identity::prepare(
-        level,
-        &plan.as_ref().map(Plan::user_bind_paths).unwrap_or_default(),
-        !spec.staged.is_empty(),
-    );
-    if let Some(p) = plan.as_mut() {
-        p.use_idmapped(identity.raw_fds());
-    }
-    record_identity(&mut enforcement, &identity);
-    let program = seccomp::compile(FilterOptions {
-        unix_sockets: spec.allow_unix_sockets,
-        inet_sockets: spec.network != NetworkMode::None,
-        notify: true,
-        observe: spec.observe,
-    })?;
-    let mut groups = Groups::create(spec, &mut enforcement)?;
-    let (parent, child_ends) = open_channels()?;
-    identity.give_pipes(&[child_ends.stdout.as_fd(), child_ends.stderr.as_fd()])?;
-    // Subscribed before the sandbox exists, so no denial goes unseen.
-    let mut landlock = LandlockWatch::open(options);
+    let setup = Setup::prepare(spec, options)?;
+    let mut running = setup.launch(spec)?;
+    let seen = running.supervise(spec, sink, options, hooks, started)?;
+    running.conclude(spec, seen, started)
+}
 
-    let (pid, pidfd) = match clone_sandbox(level) {
-        Ok(Forked::Child) => child::enter(ChildContext {
-            spec,
-            plan: plan.as_ref(),
-            seccomp: &program,
-            cgroup: groups.group.as_ref(),
-            fds: child_ends.child_fds(),
-            rlimit_pids: groups.rlimit_pids,
-            rlimit_memory: groups.rlimit_memory,
-            landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
-            drop_groups: identity.drop_groups,
-            session: false,
-        }),
-        Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
-        Err(e) => {
-            groups.release();
+/// Everything made before the sandbox exists.
+struct Setup {
+    enforcement: Enforcement,
+    plan: Option<Plan>,
+    identity: crate::identity::Identity,
+    program: seccomp::SeccompProgram,
+    groups: Groups,
+    /// The supervisor's ends of the channels.
+    parent: Ends,
+    /// The sandbox's ends, closed here once it is cloned.
+    child: Ends,
+    landlock: LandlockWatch,
+}
+
+/// A sandbox that was let go, and what its supervisor keeps for it.
+struct Running {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    enforcement: Enforcement,
+    program: seccomp::SeccompProgram,
+    groups: Groups,
+    report: OwnedFd,
+    status: OwnedFd,
+    outputs: [OwnedFd; 2],
+    control: OwnedFd,
+    landlock: LandlockWatch,
+}
+
+/// What supervision saw.
+struct Seen {
+    sup: Supervision,
+    hook_error: Option<String>,
+    landlock_state: crate::LandlockLogState,
+    landlock_denials: Vec<crate::LandlockDenial>,
+    landlock_denials_total: u64,
+}
+
+impl Setup {
+    /// The root's plan, the identity, the seccomp program, the groups and
+    /// the channels; the kernel's Landlock log is subscribed before the
+    /// sandbox exists, so no denial goes unseen.
+    fn prepare(spec: &Spec, options: RunOptions) -> Result<Setup> {
+        let level = spec.isolation.level;
+        let mut enforcement = Enforcement {
+            isolation: level,
+            ..Enforcement::default()
+        };
+        let mut plan = match level {
+            IsolationLevel::Namespaces => Some(Plan::new(spec)?),
+            IsolationLevel::Process => None,
+        };
+        let identity = crate::identity::Identity::prepare(
+            level,
+            &plan.as_ref().map(Plan::user_bind_paths).unwrap_or_default(),
+            !spec.staged.is_empty(),
+        );
+        if let Some(p) = plan.as_mut() {
+            p.use_idmapped(identity.raw_fds());
+        }
+        record_identity(&mut enforcement, &identity);
+        let program = seccomp::compile(FilterOptions {
+            unix_sockets: spec.allow_unix_sockets,
+            inet_sockets: spec.network != NetworkMode::None,
+            notify: true,
+            observe: spec.observe,
+        })?;
+        let groups = Groups::create(spec, &mut enforcement)?;
+        let (parent, child) = open_channels()?;
+        identity.give_pipes(&[child.stdout.as_fd(), child.stderr.as_fd()])?;
+        Ok(Setup {
+            enforcement,
+            plan,
+            identity,
+            program,
+            groups,
+            parent,
+            child,
+            landlock: LandlockWatch::open(options),
+        })
+    }
+
+    /// Clone the sandbox, map its identity, put it in its groups and let
+    /// it go. A sandbox that cannot be let go is killed and reaped (the
+    /// groups go with `Groups`' drop).
+    fn launch(mut self, spec: &Spec) -> Result<Running> {
+        let level = spec.isolation.level;
+        let (pid, pidfd) = match clone_sandbox(level) {
+            Ok(Forked::Child) => child::enter(ChildContext {
+                spec,
+                plan: self.plan.as_ref(),
+                seccomp: &self.program,
+                cgroup: self.groups.group.as_ref(),
+                fds: self.child.child_fds(),
+                rlimit_pids: self.groups.rlimit_pids,
+                rlimit_memory: self.groups.rlimit_memory,
+                landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
+                drop_groups: self.identity.drop_groups,
+                session: false,
+            }),
+            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+            Err(e) => return Err(e),
+        };
+        drop(self.child);
+        let Ends {
+            sync,
+            report,
+            status,
+            stdout,
+            stderr,
+            control,
+        } = self.parent;
+        let released = release_child(pid, level, &self.identity, self.groups.group.as_ref(), sync);
+        // The init has its copies of the idmapped trees.
+        drop(self.identity);
+        // The janitor is forked while the sandbox builds its root.
+        let released = released.and_then(|()| self.groups.start_janitor());
+        if let Err(e) = released {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+            let _ = sys::wait4(pid, 0);
             return Err(e);
         }
-    };
-    drop(child_ends);
-
-    let released = release_child(pid, level, &identity, groups.group.as_ref(), parent.sync);
-    // The init has its copies of the idmapped trees.
-    drop(identity);
-    if let Err(e) = released {
-        let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
-        let _ = sys::wait4(pid, 0);
-        groups.release();
-        return Err(e);
+        Ok(Running {
+            pid,
+            pidfd,
+            enforcement: self.enforcement,
+            program: self.program,
+            groups: self.groups,
+            report,
+            status,
+            outputs: [stdout, stderr],
+            control,
+            landlock: self.landlock,
+        })
     }
-    let signals = options
-        .forward_signals
-        .then(ForwardedSignals::block)
-        .transpose()?;
-    let mut hook_error = start_hooks(hooks, spec, pid, &parent.control);
-    if hook_error.is_some() {
-        let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+}
+
+impl Running {
+    /// Start the hooks, then relay output, answer notifications and
+    /// enforce the deadline until the sandbox is gone and drained.
+    fn supervise(
+        &mut self,
+        spec: &Spec,
+        sink: &mut dyn OutputSink,
+        options: RunOptions,
+        hooks: &mut dyn Hooks,
+        started: Instant,
+    ) -> Result<Seen> {
+        let signals = options
+            .forward_signals
+            .then(ForwardedSignals::block)
+            .transpose()?;
+        let mut hook_error = start_hooks(hooks, spec, self.pid, &self.control);
+        if hook_error.is_some() {
+            self.kill();
+        }
+        let mut sup = Supervision::new(spec);
+        let tick_at = hooks.tick_after().map(|d| started + d);
+        sup.pump(
+            &mut Watched {
+                pidfd: &self.pidfd,
+                outputs: [&self.outputs[0], &self.outputs[1]],
+                report: &self.report,
+                control: &self.control,
+                signals: signals.as_ref().map(|s| &s.fd),
+                landlock_log: self.landlock.log.as_mut(),
+                started,
+                deadline: spec.limits.wall.map(|d| started + d),
+                level: spec.isolation.level,
+                group: self.groups.group.as_ref(),
+            },
+            sink,
+            tick_at.map(|at| (at, &mut *hooks)),
+        );
+        hook_error = hook_error.or(sup.hook_error.take());
+        let (landlock_state, landlock_denials, landlock_denials_total) =
+            self.landlock.finish(started);
+        Ok(Seen {
+            sup,
+            hook_error,
+            landlock_state,
+            landlock_denials,
+            landlock_denials_total,
+        })
     }
 
-    let mut sup = Supervision::new(spec);
-    let tick_at = hooks.tick_after().map(|d| started + d);
-    sup.pump(
-        &mut Watched {
-            pidfd: &pidfd,
-            outputs: [&parent.stdout, &parent.stderr],
-            report: &parent.report,
-            control: &parent.control,
-            signals: signals.as_ref().map(|s| &s.fd),
-            landlock_log: landlock.log.as_mut(),
-            started,
-            deadline: spec.limits.wall.map(|d| started + d),
-            level,
-            group: groups.group.as_ref(),
-        },
-        sink,
-        tick_at.map(|at| (at, &mut *hooks)),
-    );
-    hook_error = hook_error.or(sup.hook_error.take());
-    let (landlock_state, landlock_denials, landlock_denials_total) = landlock.finish(started);
-    drop(signals);
-
-    let reaped = reap(pid, level, &parent.status, groups.group.as_ref())?;
-    let stats = groups.release();
-    let wall_time = started.elapsed();
-    let usage = Usage::of(&stats, &reaped.usage);
-    record_layers(
-        &mut enforcement,
-        spec,
-        &program,
-        &sup,
-        groups.rlimit_pids,
-        groups.rlimit_memory,
-    );
-    let breaches = Breaches {
-        oom_kills: stats.oom_kills,
-        pids_limit_hits: stats.pids_limit_hits,
-        output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
-        tmp_full: reaped.scratch_full & crate::child::SCRATCH_TMP_FULL != 0,
-        shm_full: reaped.scratch_full & crate::child::SCRATCH_SHM_FULL != 0,
-        file_at_size_limit: reaped.scratch_full & crate::child::SCRATCH_FILE_AT_LIMIT != 0,
-    };
-    if let Some(e) = hook_error {
-        return Err(JailError::Hook(e));
+    fn kill(&self) {
+        let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
     }
-    let (reason, exit_code, message) = classify(
-        spec,
-        &sup,
-        reaped.workload,
-        &breaches,
-        reaped.raw_status,
-        usage.user_time + usage.system_time,
-    );
-    if let (
-        EndReason::SetupFailed,
-        Some(ChildReport::Setup {
-            layer,
+
+    /// Reap the sandbox, read and remove its groups, and say what
+    /// happened and which layers were in force.
+    fn conclude(mut self, spec: &Spec, seen: Seen, started: Instant) -> Result<Outcome> {
+        let Seen {
+            mut sup,
+            hook_error,
+            landlock_state,
+            landlock_denials,
+            landlock_denials_total,
+        } = seen;
+        let level = spec.isolation.level;
+        let reaped = reap(self.pid, level, &self.status, self.groups.group.as_ref())?;
+        let stats = self.groups.release();
+        let wall_time = started.elapsed();
+        let usage = Usage::of(&stats, &reaped.usage);
+        record_layers(
+            &mut self.enforcement,
+            spec,
+            &self.program,
+            &sup,
+            self.groups.rlimit_pids,
+            self.groups.rlimit_memory,
+        );
+        let breaches = Breaches {
+            oom_kills: stats.oom_kills,
+            pids_limit_hits: stats.pids_limit_hits,
+            output_truncated: sup.out[0].dropped > 0 || sup.out[1].dropped > 0,
+            tmp_full: reaped.scratch_full & crate::child::SCRATCH_TMP_FULL != 0,
+            shm_full: reaped.scratch_full & crate::child::SCRATCH_SHM_FULL != 0,
+            file_at_size_limit: reaped.scratch_full & crate::child::SCRATCH_FILE_AT_LIMIT != 0,
+        };
+        if let Some(e) = hook_error {
+            return Err(JailError::Hook(e));
+        }
+        let (reason, exit_code, message) = classify(
+            spec,
+            &sup,
+            reaped.workload,
+            &breaches,
+            reaped.raw_status,
+            usage.user_time + usage.system_time,
+        );
+        if let (
+            EndReason::SetupFailed,
+            Some(ChildReport::Setup {
+                layer,
+                message,
+                fix,
+            }),
+        ) = (reason, sup.setup_error.clone())
+        {
+            return Err(JailError::Setup {
+                layer,
+                message,
+                fix,
+            });
+        }
+        Ok(Outcome {
+            exit_code,
+            reason,
+            status: reaped.workload,
             message,
-            fix,
-        }),
-    ) = (reason, sup.setup_error.clone())
-    {
-        return Err(JailError::Setup {
-            layer,
-            message,
-            fix,
-        });
+            wall_time,
+            user_time: usage.user_time,
+            system_time: usage.system_time,
+            peak_memory: usage.peak_memory,
+            peak_memory_source: usage.peak_memory_source,
+            stdout: sup.out[0],
+            stderr: sup.out[1],
+            breaches,
+            limits: spec.limits.clone(),
+            enforcement: self.enforcement,
+            denied_calls: std::mem::take(&mut sup.denied),
+            denied_calls_total: sup.denied_total,
+            landlock_denials,
+            landlock_denials_total,
+            landlock_log: landlock_state,
+            observed_unreadable: sup.observations.unreadable,
+            observed_processes: sup.observations.pids.len() as u64,
+            observed: std::mem::take(&mut sup.observations).into_paths(),
+        })
     }
-    Ok(Outcome {
-        exit_code,
-        reason,
-        status: reaped.workload,
-        message,
-        wall_time,
-        user_time: usage.user_time,
-        system_time: usage.system_time,
-        peak_memory: usage.peak_memory,
-        peak_memory_source: usage.peak_memory_source,
-        stdout: sup.out[0],
-        stderr: sup.out[1],
-        breaches,
-        limits: spec.limits.clone(),
-        enforcement,
-        denied_calls: std::mem::take(&mut sup.denied),
-        denied_calls_total: sup.denied_total,
-        landlock_denials,
-        landlock_denials_total,
-        landlock_log: landlock_state,
-        observed_unreadable: sup.observations.unreadable,
-        observed_processes: sup.observations.pids.len() as u64,
-        observed: std::mem::take(&mut sup.observations).into_paths(),
-    })
 }
 
 /// Refuse a spec the isolation level cannot honour.
@@ -457,18 +573,11 @@ pub(crate) struct Groups {
 }
 
 impl Groups {
-    /// Create the groups and record the cgroup layer's state.
-    fn create(spec: &Spec, enforcement: &mut Enforcement) -> Result<Groups> {
-        Groups::create_with(spec, enforcement, true)
-    }
-
-    /// Like `create`; without a janitor of its own when the caller has one
-    /// for all its sandboxes (the session spawner's).
-    pub(crate) fn create_with(
-        spec: &Spec,
-        enforcement: &mut Enforcement,
-        own_janitor: bool,
-    ) -> Result<Groups> {
+    /// Create the groups and record the cgroup layer's state. Without a
+    /// janitor yet: a one-shot run starts it ([`Groups::start_janitor`])
+    /// once the sandbox builds its root, in parallel; a session spawner
+    /// has one for all its sandboxes.
+    pub(crate) fn create(spec: &Spec, enforcement: &mut Enforcement) -> Result<Groups> {
         let support = cgroup::probe();
         enforcement.cgroup = support.label().to_owned();
         let name = format!("cordon-{}-{:x}", std::process::id(), random_u64());
@@ -487,16 +596,22 @@ impl Groups {
                 None
             }
         };
-        let janitor = match &group {
-            Some(g) if own_janitor => Some(Janitor::start(g.dirs().to_vec())?),
-            _ => None,
-        };
         Ok(Groups {
             rlimit_memory: group.is_none() || support.memory.is_none(),
             rlimit_pids: group.is_none() || support.pids.is_none(),
             group,
-            janitor,
+            janitor: None,
         })
+    }
+
+    /// Start the process that removes the groups should this supervisor
+    /// die. Until it runs, groups a dead supervisor left are removed by
+    /// the next supervisor's sweep (`cgroup::sweep_stale`).
+    fn start_janitor(&mut self) -> Result<()> {
+        if let (Some(g), None) = (&self.group, &self.janitor) {
+            self.janitor = Some(Janitor::start(g.dirs().to_vec())?);
+        }
+        Ok(())
     }
 
     /// Read the final counters, remove the groups and let the janitor go.
@@ -636,16 +751,17 @@ impl LandlockWatch {
         }
     }
 
+    /// Read the last denials; the log is closed afterwards.
     fn finish(
-        self,
+        &mut self,
         started: Instant,
     ) -> (crate::LandlockLogState, Vec<crate::LandlockDenial>, u64) {
-        match self.log {
+        match self.log.take() {
             Some(log) => log.finish(started, LANDLOCK_LOG_GRACE),
             None => (
                 crate::LandlockLogState {
                     observed: false,
-                    detail: self.unobserved.unwrap_or_default(),
+                    detail: self.unobserved.take().unwrap_or_default(),
                     kernel_count: None,
                 },
                 Vec::new(),

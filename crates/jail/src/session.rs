@@ -310,7 +310,7 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
         notify: false,
         observe: false,
     })?;
-    let mut groups = Groups::create_with(spec, &mut enforcement, false)?;
+    let mut groups = Groups::create(spec, &mut enforcement)?;
     let (parent, child_ends) = open_channels()?;
     let (pid, pidfd) = match clone_sandbox(level) {
         Ok(Forked::Child) => child::enter(ChildContext {
