@@ -849,14 +849,13 @@ fn new_mount_point(parent: BorrowedFd<'_>, name: &str, dir: bool) -> Result<bool
 
 /// Create an empty file `name` in a directory cordon made (a mount point).
 fn create_file(parent: BorrowedFd<'_>, name: &str) -> Result<()> {
-    rustix::fs::openat(
-        parent,
-        name,
-        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::from_raw_mode(0o644),
-    )
-    .map(drop)
-    .map_err(|e| fs_err(format!("{name}: cannot create mount point: {e}"), None))
+    match new_mount_point(parent, name, false)? {
+        true => Ok(()),
+        false => Err(fs_err(
+            format!("{name}: cannot create mount point: it exists"),
+            None,
+        )),
+    }
 }
 
 fn readonly() -> MountAttrs {
