@@ -183,26 +183,18 @@ impl Supervision {
         };
         let mut buf = vec![0u8; 64 * 1024];
         while !open.finished() {
-            let (mut fds, sources) = open.poll_set(w);
             let exited = open.exited_at.is_some();
+            // Wait for a descriptor, the deadline or the tick.
+            let (mut fds, sources) = open.poll_set(w);
             let timeout = self.poll_timeout(w.deadline, tick.as_ref().map(|(at, _)| *at), exited);
-            // SAFETY: `fds` is a valid array of pollfd of the given length.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-            if n < 0 {
-                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                break;
+            match wait(&mut fds, timeout) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => break,
             }
+            // Time-driven work first, then whatever is ready.
             self.enforce_deadline(w, exited);
-            if tick.as_ref().is_some_and(|(at, _)| Instant::now() >= *at) {
-                if let Some((_, hooks)) = tick.take() {
-                    self.run_tick(w, &mut *hooks, exited);
-                    if !exited && self.hook_error.is_none() {
-                        tick = hooks.tick_again().map(|d| (Instant::now() + d, hooks));
-                    }
-                }
-            }
+            tick = self.tick_if_due(w, tick, exited);
             for (pfd, source) in fds.iter().zip(&sources) {
                 if pfd.revents != 0 {
                     self.handle(*source, pfd, w, &mut open, &mut buf, sink);
@@ -211,6 +203,26 @@ impl Supervision {
         }
         if open.report {
             self.parse_reports();
+        }
+    }
+
+    /// Call the tick when its time has come; returns the next one, if the
+    /// hooks want another while the sandbox runs.
+    fn tick_if_due<'h>(
+        &mut self,
+        w: &Watched<'_>,
+        tick: Option<(Instant, &'h mut dyn Hooks)>,
+        exited: bool,
+    ) -> Option<(Instant, &'h mut dyn Hooks)> {
+        match tick {
+            Some((at, hooks)) if Instant::now() >= at => {
+                self.run_tick(w, &mut *hooks, exited);
+                if exited || self.hook_error.is_some() {
+                    return None;
+                }
+                hooks.tick_again().map(|d| (Instant::now() + d, hooks))
+            }
+            other => other,
         }
     }
 
@@ -423,6 +435,16 @@ impl Supervision {
         }
         self.report.clear();
     }
+}
+
+/// One `poll` over the round's descriptors.
+fn wait(fds: &mut [libc::pollfd], timeout: libc::c_int) -> io::Result<()> {
+    // SAFETY: `fds` is a valid array of pollfd of the given length.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn pidfd_pid(pidfd: &OwnedFd) -> libc::pid_t {
