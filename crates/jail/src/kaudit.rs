@@ -369,6 +369,17 @@ impl LandlockLog {
 }
 
 /// Asks the kernel for its audit status on a unicast socket.
+/// Wait until `fd` is readable or `until` has passed.
+fn wait_readable(fd: BorrowedFd<'_>, until: Instant) {
+    let left = until.saturating_duration_since(Instant::now());
+    let timeout = rustix::event::Timespec {
+        tv_sec: left.as_secs() as i64,
+        tv_nsec: i64::from(left.subsec_nanos()),
+    };
+    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+    let _ = rustix::event::poll(&mut fds, Some(&timeout));
+}
+
 fn query_status(fd: BorrowedFd<'_>) -> io::Result<Status> {
     let mut req = Vec::with_capacity(16);
     req.extend_from_slice(&16u32.to_ne_bytes());
@@ -383,7 +394,9 @@ fn query_status(fd: BorrowedFd<'_>) -> io::Result<Status> {
         let n = match rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT) {
             Ok((n, _)) => n,
             Err(rustix::io::Errno::AGAIN) if Instant::now() < until => {
-                std::thread::sleep(Duration::from_micros(50));
+                // The kernel sends the reply from a thread of its own:
+                // wake when it arrives rather than on a timer.
+                wait_readable(fd, until);
                 continue;
             }
             Err(rustix::io::Errno::INTR) => continue,
