@@ -103,6 +103,11 @@ struct Status {
     backlog: u32,
 }
 
+/// A status request sent to the kernel, its reply not read yet.
+pub(crate) struct StatusAsked {
+    control: OwnedFd,
+}
+
 /// A subscription to the kernel's audit records for one run.
 pub(crate) struct LandlockLog {
     records: OwnedFd,
@@ -133,10 +138,29 @@ impl LandlockLog {
     /// Subscribes to the audit log; `Err` says why denials cannot be
     /// observed on this host and how to change that.
     pub(crate) fn open() -> Result<LandlockLog, String> {
+        LandlockLog::open_asked(LandlockLog::ask())
+    }
+
+    /// The first half of [`LandlockLog::open`]: ask for the kernel's audit
+    /// status. The caller does other work while the kernel answers, then
+    /// calls [`LandlockLog::open_asked`].
+    pub(crate) fn ask() -> Result<StatusAsked, String> {
         let control = socket().map_err(|e| format!("no kernel audit support here ({e})"))?;
         rustix::net::bind(&control, &SocketAddrNetlink::new(0, 0))
             .map_err(|e| format!("cannot talk to the kernel's audit subsystem ({e})"))?;
-        let status = query_status(control.as_fd()).map_err(|e| {
+        ask_status(control.as_fd()).map_err(|e| {
+            format!(
+                "cannot read the kernel's audit status ({e}): reading Landlock denials needs root (CAP_AUDIT_CONTROL and CAP_AUDIT_READ)"
+            )
+        })?;
+        Ok(StatusAsked { control })
+    }
+
+    /// The second half of [`LandlockLog::open`]: read the status and
+    /// subscribe.
+    pub(crate) fn open_asked(asked: Result<StatusAsked, String>) -> Result<LandlockLog, String> {
+        let control = asked?.control;
+        let status = read_status(control.as_fd()).map_err(|e| {
             format!(
                 "cannot read the kernel's audit status ({e}): reading Landlock denials needs root (CAP_AUDIT_CONTROL and CAP_AUDIT_READ)"
             )
@@ -368,7 +392,6 @@ impl LandlockLog {
     }
 }
 
-/// Asks the kernel for its audit status on a unicast socket.
 /// Wait until `fd` is readable or `until` has passed.
 fn wait_readable(fd: BorrowedFd<'_>, until: Instant) {
     let left = until.saturating_duration_since(Instant::now());
@@ -380,7 +403,15 @@ fn wait_readable(fd: BorrowedFd<'_>, until: Instant) {
     let _ = rustix::event::poll(&mut fds, Some(&timeout));
 }
 
+/// Asks the kernel for its audit status on a unicast socket.
 fn query_status(fd: BorrowedFd<'_>) -> io::Result<Status> {
+    ask_status(fd)?;
+    read_status(fd)
+}
+
+/// Sends the status request; the kernel answers from a thread of its own,
+/// so the reply comes later ([`read_status`]).
+fn ask_status(fd: BorrowedFd<'_>) -> io::Result<()> {
     let mut req = Vec::with_capacity(16);
     req.extend_from_slice(&16u32.to_ne_bytes());
     req.extend_from_slice(&AUDIT_GET.to_ne_bytes());
@@ -388,6 +419,11 @@ fn query_status(fd: BorrowedFd<'_>) -> io::Result<Status> {
     req.extend_from_slice(&1u32.to_ne_bytes()); // seq
     req.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel fills it
     rustix::net::sendto(fd, &req, SendFlags::empty(), &SocketAddrNetlink::new(0, 0))?;
+    Ok(())
+}
+
+/// Reads the reply to [`ask_status`] (waiting at most 500 ms for it).
+fn read_status(fd: BorrowedFd<'_>) -> io::Result<Status> {
     let mut buf = [0u8; 512];
     let until = Instant::now() + Duration::from_millis(500);
     loop {

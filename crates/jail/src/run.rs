@@ -319,6 +319,9 @@ impl Setup {
     /// the channels; the kernel's Landlock log is subscribed before the
     /// sandbox exists, so no denial goes unseen.
     fn prepare(spec: &Spec, options: RunOptions) -> Result<Setup> {
+        // The kernel answers the audit status query from a thread of its
+        // own: ask first, read the answer once the rest is prepared.
+        let landlock = LandlockWatch::ask(options);
         let level = spec.isolation.level;
         let mut enforcement = Enforcement {
             isolation: level,
@@ -354,7 +357,7 @@ impl Setup {
             groups,
             parent,
             child,
-            landlock: LandlockWatch::open(options),
+            landlock: landlock.open(),
         })
     }
 
@@ -731,15 +734,33 @@ struct LandlockWatch {
     unobserved: Option<String>,
 }
 
+/// The Landlock log while its status query is under way.
+enum LandlockAsked {
+    NotRequested,
+    Asked(std::result::Result<crate::kaudit::StatusAsked, String>),
+}
+
 impl LandlockWatch {
-    fn open(options: RunOptions) -> LandlockWatch {
+    fn ask(options: RunOptions) -> LandlockAsked {
         if !options.observe_landlock {
-            return LandlockWatch {
-                log: None,
-                unobserved: Some("not requested".to_string()),
-            };
+            return LandlockAsked::NotRequested;
         }
-        match crate::kaudit::LandlockLog::open() {
+        LandlockAsked::Asked(crate::kaudit::LandlockLog::ask())
+    }
+}
+
+impl LandlockAsked {
+    fn open(self) -> LandlockWatch {
+        let asked = match self {
+            LandlockAsked::NotRequested => {
+                return LandlockWatch {
+                    log: None,
+                    unobserved: Some("not requested".to_string()),
+                }
+            }
+            LandlockAsked::Asked(asked) => asked,
+        };
+        match crate::kaudit::LandlockLog::open_asked(asked) {
             Ok(log) => LandlockWatch {
                 log: Some(log),
                 unobserved: None,
@@ -750,7 +771,9 @@ impl LandlockWatch {
             },
         }
     }
+}
 
+impl LandlockWatch {
     /// Read the last denials; the log is closed afterwards.
     fn finish(
         &mut self,
