@@ -210,13 +210,27 @@ fn root_only_refusals_by_every_landlock_class_are_incidents() {
         .args(["audit", "--store", store_arg, "tail", "--json"])
         .output()
         .unwrap();
-    let ends = String::from_utf8_lossy(&out.stdout)
+    let ends: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|r| r["kind"] == "run_ended")
-        .count();
-    assert_eq!(ends, 3);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"landlock_log\":{\"detail\""));
+        .collect();
+    assert_eq!(ends.len(), 3);
+    for end in &ends {
+        let log = find_key(end, "landlock_log").expect("a landlock_log in the end record");
+        assert_eq!(log["observed"], true, "{end}");
+    }
+}
+
+/// The first value named `key` anywhere in `v`.
+fn find_key<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) => m
+            .get(key)
+            .or_else(|| m.values().find_map(|x| find_key(x, key))),
+        serde_json::Value::Array(a) => a.iter().find_map(|x| find_key(x, key)),
+        _ => None,
+    }
 }
 
 #[test]
