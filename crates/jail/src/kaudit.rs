@@ -399,7 +399,10 @@ fn wait_readable(fd: BorrowedFd<'_>, until: Instant) {
         tv_sec: left.as_secs() as i64,
         tv_nsec: i64::from(left.subsec_nanos()),
     };
-    let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
     let _ = rustix::event::poll(&mut fds, Some(&timeout));
 }
 

@@ -393,7 +393,10 @@ impl Plan {
         for (link, target) in &self.etc_links {
             match etc_name(link) {
                 Some(name) => rustix::fs::symlinkat(target, &etc_dir, name).map_err(|e| {
-                    fs_err(format!("{}: cannot create symlink: {e}", link.display()), None)
+                    fs_err(
+                        format!("{}: cannot create symlink: {e}", link.display()),
+                        None,
+                    )
                 })?,
                 None => symlink(root, link, target)?,
             }
@@ -843,7 +846,10 @@ fn new_mount_point(parent: BorrowedFd<'_>, name: &str, dir: bool) -> Result<bool
     match made {
         Ok(()) => Ok(true),
         Err(rustix::io::Errno::EXIST) => Ok(false),
-        Err(e) => Err(fs_err(format!("{name}: cannot create mount point: {e}"), None)),
+        Err(e) => Err(fs_err(
+            format!("{name}: cannot create mount point: {e}"),
+            None,
+        )),
     }
 }
 
