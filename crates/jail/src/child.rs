@@ -7,6 +7,7 @@
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::cgroup::Cgroup;
@@ -319,19 +320,21 @@ fn scratch_state(file_size: Option<u64>) -> u32 {
     }
     if let Some(limit) = file_size.filter(|l| *l > 0) {
         let mut budget = SCRATCH_WALK_BUDGET;
-        if ["/tmp", "/dev/shm"]
-            .iter()
-            .any(|root| file_of_size(Path::new(root), limit, &mut budget))
-        {
+        if ["/tmp", "/dev/shm"].iter().any(|root| {
+            std::fs::metadata(root)
+                .is_ok_and(|m| file_of_size(Path::new(root), m.dev(), limit, &mut budget))
+        }) {
             bits |= SCRATCH_FILE_AT_LIMIT;
         }
     }
     bits
 }
 
-/// Whether `dir` holds (at any depth, symlinks not followed) a regular
-/// file of exactly `size` bytes, looking at no more than `budget` entries.
-fn file_of_size(dir: &Path, size: u64, budget: &mut usize) -> bool {
+/// Whether `dir` holds (at any depth, symlinks not followed, staying on
+/// the filesystem `dev`: a directory bound or staged under /tmp is not
+/// scratch, and may hold far more entries) a regular file of exactly
+/// `size` bytes, looking at no more than `budget` entries.
+fn file_of_size(dir: &Path, dev: u64, size: u64, budget: &mut usize) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
     };
@@ -347,7 +350,10 @@ fn file_of_size(dir: &Path, size: u64, budget: &mut usize) -> bool {
             if entry.metadata().is_ok_and(|m| m.len() == size) {
                 return true;
             }
-        } else if kind.is_dir() && file_of_size(&entry.path(), size, budget) {
+        } else if kind.is_dir()
+            && entry.metadata().is_ok_and(|m| m.dev() == dev)
+            && file_of_size(&entry.path(), dev, size, budget)
+        {
             return true;
         }
     }
