@@ -175,7 +175,7 @@ impl Widenings {
                 let base = (t.spec.limits.memory, t.spec.limits.pids);
                 check_raise("memory", base.0, *memory)?;
                 check_raise("pids", base.1, *pids)?;
-                let mut all = self.limit_widenings();
+                let mut all = self.limit_widenings(None);
                 all.push((*memory, *pids));
                 config.limits = limits_in_force(t, &config, base, &all).await?;
             }
@@ -183,24 +183,29 @@ impl Widenings {
         Ok(Some(config))
     }
 
-    /// Undo widening `id` exactly.
+    /// Undo widening `id` exactly. On an error the widening stays listed
+    /// (a retry can take it out), except a bind, whose session the caller
+    /// ends.
     pub(crate) async fn narrow(&self, t: &Target<'_>, id: &WideningId) -> Result<()> {
         let mut config = self.change.lock().await;
         let Some(found) = self.list().into_iter().find(|a| a.id == *id) else {
             return Err(SessionError::NotFound(format!("grant {id}")));
         };
+        if let Widening::Egress { .. } = found.widening {
+            self.grants.revoke(&id.0);
+            self.forget(id);
+            return Ok(());
+        }
         let mut current = match config.take() {
             Some(c) => c,
             None => initial_config(t.spec)?,
         };
         let result = match &found.widening {
-            Widening::Egress { .. } => {
-                self.grants.revoke(&id.0);
-                Ok(())
-            }
+            Widening::Egress { .. } => Ok(()),
             Widening::Bind { sandbox_path, .. } => {
                 let detached = detach(t, sandbox_path).await;
                 current.binds.retain(|b| b.path != *sandbox_path);
+                self.forget(id);
                 match detached {
                     Ok(()) => t.control.configure(current.clone()).await,
                     Err(e) => Err(e),
@@ -208,30 +213,29 @@ impl Widenings {
             }
             Widening::Limits { .. } => {
                 let base = (t.spec.limits.memory, t.spec.limits.pids);
-                let rest: Vec<(Option<u64>, Option<u64>)> = self
-                    .list()
-                    .into_iter()
-                    .filter(|a| a.id != *id)
-                    .filter_map(|a| match a.widening {
-                        Widening::Limits { memory, pids } => Some((memory, pids)),
-                        _ => None,
-                    })
-                    .collect();
-                limits_in_force(t, &current, base, &rest)
-                    .await
-                    .map(|l| current.limits = l)
+                let rest = self.limit_widenings(Some(id));
+                let set = limits_in_force(t, &current, base, &rest).await;
+                set.map(|l| {
+                    current.limits = l;
+                    self.forget(id);
+                })
             }
         };
         *config = Some(current);
-        if let Ok(mut active) = self.active.lock() {
-            active.retain(|a| a.id != *id);
-        }
         result
     }
 
-    fn limit_widenings(&self) -> Vec<(Option<u64>, Option<u64>)> {
+    fn forget(&self, id: &WideningId) {
+        if let Ok(mut active) = self.active.lock() {
+            active.retain(|a| a.id != *id);
+        }
+    }
+
+    /// The active limits widenings (but `except`).
+    fn limit_widenings(&self, except: Option<&WideningId>) -> Vec<(Option<u64>, Option<u64>)> {
         self.list()
             .into_iter()
+            .filter(|a| Some(&a.id) != except)
             .filter_map(|a| match a.widening {
                 Widening::Limits { memory, pids } => Some((memory, pids)),
                 _ => None,
