@@ -49,6 +49,9 @@ pub(crate) struct ChildContext<'a> {
     /// A session: the init serves exec orders on the control socket
     /// (crate::session_init) instead of running `spec.argv` once.
     pub session: bool,
+    /// The workload's Landlock ruleset, built ahead by a session's init
+    /// (`None`: the workload builds it).
+    pub landlock: Option<&'a landlock_rules::Prepared>,
 }
 
 /// Signals the init passes on to the workload.
@@ -71,15 +74,7 @@ pub(crate) fn report(fd: RawFd, r: &ChildReport) {
 }
 
 fn fail(fd: RawFd, layer: Layer, message: String, fix: Option<&str>) -> ! {
-    report(
-        fd,
-        &ChildReport::Setup {
-            layer,
-            message,
-            fix: fix.map(str::to_owned),
-        },
-    );
-    sys::exit_now(125)
+    fail_with(fd, setup(layer, message, fix))
 }
 
 /// Entry point of the cloned child. Never returns.
@@ -397,37 +392,60 @@ pub(crate) fn workload_main(ctx: &ChildContext<'_>) -> ! {
         }
     }
 
-    if let Err(e) = apply_rlimits(ctx) {
-        fail(
-            rfd,
+    if let Err(r) = limit_and_enter_cwd(ctx) {
+        fail_with(rfd, r);
+    }
+    match confine(ctx) {
+        Ok(landlock) => landlock.iter().for_each(|r| report(rfd, r)),
+        Err(r) => fail_with(rfd, r),
+    }
+    exec_command(ctx, |ctx| seccomp(ctx).err())
+}
+
+/// A setup failure as the report pipe carries it.
+fn setup(layer: Layer, message: String, fix: Option<&str>) -> ChildReport {
+    ChildReport::Setup {
+        layer,
+        message,
+        fix: fix.map(str::to_owned),
+    }
+}
+
+fn fail_with(fd: RawFd, r: ChildReport) -> ! {
+    report(fd, &r);
+    sys::exit_now(125)
+}
+
+/// The rlimits, then the working directory.
+pub(crate) fn limit_and_enter_cwd(ctx: &ChildContext<'_>) -> Result<(), ChildReport> {
+    apply_rlimits(ctx).map_err(|e| {
+        setup(
             Layer::Rlimits,
             format!("cannot set resource limits: {e}"),
             None,
-        );
-    }
-
-    if let Err(e) = rustix::process::chdir(&spec.cwd) {
-        fail(
-            rfd,
+        )
+    })?;
+    rustix::process::chdir(&ctx.spec.cwd).map_err(|e| {
+        setup(
             Layer::Filesystem,
             format!(
                 "working directory {} is not available in the sandbox: {e}",
-                spec.cwd.display()
+                ctx.spec.cwd.display()
             ),
             Some("bind the directory (--ro/--rw) or choose another --cwd"),
-        );
-    }
+        )
+    })
+}
 
-    // Landlock (it also sets no_new_privs).
-    let rules = landlock_rules_for(ctx);
-    let (restrict_tcp, connect_port) = match spec.network {
-        NetworkMode::None => (true, None),
-        NetworkMode::Loopback => (false, None),
-        NetworkMode::Proxy => (true, Some(spec.proxy_port)),
-    };
+/// Landlock (which also sets no_new_privs), no_new_privs, and no
+/// capability left. Returns the Landlock line for the report.
+pub(crate) fn confine(ctx: &ChildContext<'_>) -> Result<Option<ChildReport>, ChildReport> {
     let landlock = if off(Switch::Landlock) {
         None
+    } else if let Some(prepared) = ctx.landlock {
+        Some(prepared.restrict_self())
     } else {
+        let (rules, restrict_tcp, connect_port) = landlock_inputs(ctx);
         Some(landlock_rules::apply(
             &rules,
             restrict_tcp,
@@ -435,60 +453,89 @@ pub(crate) fn workload_main(ctx: &ChildContext<'_>) -> ! {
             true,
         ))
     };
-    match landlock {
-        None => {}
+    let line = match landlock {
+        None => None,
         Some(Ok(applied)) => {
             if applied.abi == 0 && !ctx.landlock_optional {
-                fail(
-                    rfd,
+                return Err(setup(
                     Layer::Landlock,
                     "the kernel does not provide Landlock".into(),
                     Some("boot a kernel with CONFIG_SECURITY_LANDLOCK=y and 'landlock' in the lsm= list, or accept its absence in the profile"),
-                );
+                ));
             }
-            report(
-                rfd,
-                &ChildReport::Landlock {
-                    abi: applied.abi,
-                    fully: applied.fully,
-                },
-            );
+            Some(ChildReport::Landlock {
+                abi: applied.abi,
+                fully: applied.fully,
+            })
         }
-        Some(Err(e)) => fail(
-            rfd,
-            Layer::Landlock,
-            format!("cannot apply Landlock rules: {e}"),
-            None,
-        ),
-    }
-    let no_new_privs = if off(Switch::NoNewPrivs) {
-        Ok(())
-    } else {
-        rustix::thread::set_no_new_privs(true)
+        Some(Err(e)) => {
+            return Err(setup(
+                Layer::Landlock,
+                format!("cannot apply Landlock rules: {e}"),
+                None,
+            ))
+        }
     };
-    if let Err(e) = no_new_privs {
-        fail(
-            rfd,
-            Layer::Capabilities,
-            format!("cannot set no_new_privs: {e}"),
-            None,
-        );
+    if !off(Switch::NoNewPrivs) {
+        rustix::thread::set_no_new_privs(true).map_err(|e| {
+            setup(
+                Layer::Capabilities,
+                format!("cannot set no_new_privs: {e}"),
+                None,
+            )
+        })?;
     }
-    let dropped = if off(Switch::CapDrop) {
-        Ok(())
-    } else {
-        sys::drop_all_capabilities()
-    };
-    if let Err(e) = dropped {
-        fail(
-            rfd,
-            Layer::Capabilities,
-            format!("cannot drop capabilities: {e}"),
-            None,
-        );
+    if !off(Switch::CapDrop) {
+        sys::drop_all_capabilities().map_err(|e| {
+            setup(
+                Layer::Capabilities,
+                format!("cannot drop capabilities: {e}"),
+                None,
+            )
+        })?;
     }
+    Ok(line)
+}
 
-    // Prepare everything exec needs before the filter goes on.
+/// The seccomp filter, the last layer before exec; with user
+/// notification, its listener goes to the supervisor.
+pub(crate) fn seccomp(ctx: &ChildContext<'_>) -> Result<(), ChildReport> {
+    if off(Switch::Seccomp) {
+        return Ok(());
+    }
+    let notify = ctx.seccomp.notify && ctx.fds.control.is_some();
+    let listener = sys::seccomp_install(&ctx.seccomp.instructions, notify).map_err(|e| {
+        setup(
+            Layer::Seccomp,
+            format!("cannot install the seccomp filter: {e}"),
+            Some("use a kernel built with CONFIG_SECCOMP_FILTER=y (5.0+ for user notification)"),
+        )
+    })?;
+    if let (Some(listener), Some(control)) = (listener, ctx.fds.control) {
+        // The supervisor answers the refused calls and records them.
+        use std::os::fd::{AsFd, BorrowedFd};
+        // SAFETY: the control socket is open until exec.
+        let control = unsafe { BorrowedFd::borrow_raw(control) };
+        crate::fdpass::send_fd(control, listener.as_fd()).map_err(|e| {
+            setup(
+                Layer::Seccomp,
+                format!("cannot hand the seccomp listener over: {e}"),
+                None,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Exec `spec.argv` (looked up in the sandbox's PATH) with `spec.env`;
+/// `last` runs just before, once everything exec needs is prepared and
+/// every descriptor from 3 up is close-on-exec (the seccomp filter goes on
+/// there). Reports why exec failed.
+pub(crate) fn exec_command(
+    ctx: &ChildContext<'_>,
+    last: impl FnOnce(&ChildContext<'_>) -> Option<ChildReport>,
+) -> ! {
+    let (rfd, spec) = (ctx.fds.report, ctx.spec);
     let Some(program) = spec.argv.first() else {
         fail(rfd, Layer::Filesystem, "empty command".into(), None);
     };
@@ -513,36 +560,8 @@ pub(crate) fn workload_main(ctx: &ChildContext<'_>) -> ! {
             None,
         );
     }
-    let notify = ctx.seccomp.notify && ctx.fds.control.is_some();
-    let installed = if off(Switch::Seccomp) {
-        Ok(None)
-    } else {
-        sys::seccomp_install(&ctx.seccomp.instructions, notify)
-    };
-    match installed {
-        Ok(Some(listener)) => {
-            // The supervisor answers the refused calls and records them.
-            use std::os::fd::{AsFd, BorrowedFd};
-            if let Some(control) = ctx.fds.control {
-                // SAFETY: the control socket is open until exec.
-                let control = unsafe { BorrowedFd::borrow_raw(control) };
-                if let Err(e) = crate::fdpass::send_fd(control, listener.as_fd()) {
-                    fail(
-                        rfd,
-                        Layer::Seccomp,
-                        format!("cannot hand the seccomp listener over: {e}"),
-                        None,
-                    );
-                }
-            }
-        }
-        Ok(None) => {}
-        Err(e) => fail(
-            rfd,
-            Layer::Seccomp,
-            format!("cannot install the seccomp filter: {e}"),
-            Some("use a kernel built with CONFIG_SECCOMP_FILTER=y (5.0+ for user notification)"),
-        ),
+    if let Some(r) = last(ctx) {
+        fail_with(rfd, r);
     }
 
     let mut errno = libc::ENOENT;
@@ -586,6 +605,26 @@ fn candidates(program: &str, spec: &Spec) -> Vec<CString> {
         .filter(|d| !d.is_empty())
         .filter_map(|d| CString::new(format!("{d}/{program}")).ok())
         .collect()
+}
+
+/// The workload's Landlock ruleset, built now to be enforced later by
+/// every exec of a session (`None`: it cannot be kept; each workload then
+/// builds its own).
+pub(crate) fn prepare_landlock(ctx: &ChildContext<'_>) -> Option<landlock_rules::Prepared> {
+    let (rules, restrict_tcp, connect_port) = landlock_inputs(ctx);
+    landlock_rules::prepare(&rules, restrict_tcp, connect_port, true)
+        .ok()
+        .filter(landlock_rules::Prepared::keepable)
+}
+
+/// The path rules, whether TCP is handled, and the one port it may connect to.
+fn landlock_inputs(ctx: &ChildContext<'_>) -> (Vec<PathRule>, bool, Option<u16>) {
+    let (restrict_tcp, connect_port) = match ctx.spec.network {
+        NetworkMode::None => (true, None),
+        NetworkMode::Loopback => (false, None),
+        NetworkMode::Proxy => (true, Some(ctx.spec.proxy_port)),
+    };
+    (landlock_rules_for(ctx), restrict_tcp, connect_port)
 }
 
 fn landlock_rules_for(ctx: &ChildContext<'_>) -> Vec<PathRule> {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
-    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus,
+    Scope, ABI,
 };
 
 /// The Landlock ABI version of the running kernel (0 when unavailable).
@@ -55,6 +56,45 @@ pub(crate) struct Applied {
     pub fully: bool,
 }
 
+/// A ruleset built and ready to be enforced, kept by a session's init and
+/// enforced by each exec's workload on a duplicate of its descriptor: the
+/// rules (one open and one `landlock_add_rule` per path) are made once,
+/// not per exec.
+pub(crate) struct Prepared {
+    /// `None`: the kernel has no Landlock.
+    created: Option<RulesetCreated>,
+    /// The ruleset's descriptor number (the crate does not show it), which
+    /// a process that enforces it later must keep open.
+    fd: Option<std::os::fd::RawFd>,
+}
+
+impl Prepared {
+    /// The ruleset's descriptor, which a process that enforces it later
+    /// must keep open.
+    pub(crate) fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.fd
+    }
+
+    /// Whether it can be kept for later: no ruleset at all (no Landlock on
+    /// this kernel), or one whose descriptor is known.
+    pub(crate) fn keepable(&self) -> bool {
+        self.created.is_none() || self.fd.is_some()
+    }
+
+    /// Enforce the rules on the calling thread (it also sets
+    /// no_new_privs). The prepared ruleset stays usable.
+    pub(crate) fn restrict_self(&self) -> Result<Applied, String> {
+        let Some(created) = &self.created else {
+            return Ok(Applied {
+                abi: 0,
+                fully: false,
+            });
+        };
+        let copy = created.try_clone().map_err(|e| e.to_string())?;
+        enforce(copy)
+    }
+}
+
 /// `restrict_tcp` handles TCP bind and connect; `connect_port` is then the
 /// only port TCP may connect to (the proxy's).
 pub(crate) fn apply(
@@ -63,11 +103,27 @@ pub(crate) fn apply(
     connect_port: Option<u16>,
     log_denials: bool,
 ) -> Result<Applied, String> {
-    let kabi = kernel_abi();
-    if kabi == 0 {
-        return Ok(Applied {
+    match prepare(rules, restrict_tcp, connect_port, log_denials)?.created {
+        Some(created) => enforce(created),
+        None => Ok(Applied {
             abi: 0,
             fully: false,
+        }),
+    }
+}
+
+/// Build the ruleset of [`apply`] without enforcing it.
+pub(crate) fn prepare(
+    rules: &[PathRule],
+    restrict_tcp: bool,
+    connect_port: Option<u16>,
+    log_denials: bool,
+) -> Result<Prepared, String> {
+    let kabi = kernel_abi();
+    if kabi == 0 {
+        return Ok(Prepared {
+            created: None,
+            fd: None,
         });
     }
     let abi = ABI::from(kabi as i32);
@@ -97,6 +153,10 @@ pub(crate) fn apply(
     // Denials by the workload (after its exec) reach the kernel's audit
     // log too, where the supervisor can read them (ABI 7+; best effort
     // below). They are only produced when the host has audit enabled.
+    // The kernel gives a new descriptor the lowest free number and this
+    // process is single-threaded (the sandbox's init, or a workload about
+    // to exec), so the ruleset's number is the one free now.
+    let fd = lowest_free_fd();
     let mut created = ruleset
         .create()
         .and_then(|c| c.log_new_exec(log_denials))
@@ -123,6 +183,30 @@ pub(crate) fn apply(
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(|e| format!("port {port}: {e}"))?;
     }
+    // Checked: a number that is not the ruleset is never kept in its place.
+    let fd = fd.filter(|fd| {
+        std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .is_ok_and(|l| l.as_os_str() == "anon_inode:landlock-ruleset")
+    });
+    Ok(Prepared {
+        created: Some(created),
+        fd,
+    })
+}
+
+/// The lowest descriptor number not in use.
+fn lowest_free_fd() -> Option<std::os::fd::RawFd> {
+    use std::os::fd::AsRawFd;
+    let probe = rustix::fs::open(
+        "/",
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    Some(probe.as_raw_fd())
+}
+
+fn enforce(created: RulesetCreated) -> Result<Applied, String> {
     let status = created.restrict_self().map_err(|e| e.to_string())?;
     let abi = match status.landlock {
         LandlockStatus::Available { effective_abi, .. } => effective_abi as u32,

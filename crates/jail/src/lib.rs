@@ -33,6 +33,7 @@ mod run;
 pub mod seccomp;
 pub mod session;
 mod session_init;
+mod session_ready;
 mod spec;
 mod supervise;
 mod sys;

@@ -378,6 +378,7 @@ impl Setup {
                 landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
                 drop_groups: self.identity.drop_groups,
                 session: false,
+                landlock: None,
             }),
             Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
             Err(e) => return Err(e),

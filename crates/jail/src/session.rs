@@ -297,7 +297,9 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
         ..Enforcement::default()
     };
     let mut plan = Plan::new(spec)?;
-    plan.allow_pid_namespaces(max_execs.saturating_add(1));
+    // One more for an exec being torn down, one for the next one waiting
+    // (crate::session_ready).
+    plan.allow_pid_namespaces(max_execs.saturating_add(2));
     let identity =
         crate::identity::Identity::prepare(level, &plan.user_bind_paths(), !spec.staged.is_empty());
     plan.use_idmapped(identity.raw_fds());
@@ -324,6 +326,7 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
             landlock_optional: spec.accept_missing.contains(&Layer::Landlock),
             drop_groups: identity.drop_groups,
             session: true,
+            landlock: None,
         }),
         Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {

@@ -23,6 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use crate::child::{report, workload_main, ChildContext, ChildFds, FORWARDED};
 use crate::error::ChildReport;
 use crate::session::{recv_message, send_message, InitOrder, InitReply};
+use crate::session_ready::Ready;
 use crate::spec::StdinMode;
 use crate::sys::{self, Forked};
 
@@ -53,6 +54,12 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     let mut spec = ctx.spec.clone();
     let mut plan = ctx.plan.cloned();
     let mut leaders: HashMap<u64, libc::pid_t> = HashMap::new();
+    // Every exec's Landlock ruleset, built once here (and again when a
+    // claim changes the binds) instead of once per exec.
+    let mut landlock = prepare_landlock(ctx, &spec, plan.as_ref());
+    // The next exec, started ahead (crate::session_ready).
+    let mut ready = Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
+    let mut execs: u64 = 0;
     loop {
         let mut fds = [
             rustix::event::PollFd::new(&control, rustix::event::PollFlags::IN),
@@ -66,7 +73,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
         if child_ready {
             while sys::read_signalfd(sigfd.as_raw_fd()).is_some() {}
-            reap_leaders(&mut leaders);
+            reap_leaders(&mut leaders, &mut ready);
         }
         if order_ready {
             match recv_message::<InitOrder>(control) {
@@ -76,23 +83,33 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                         p.set_user_binds(config.binds);
                         p.set_file_paths(config.files);
                     }
+                    // The old ruleset goes first, so that the new one can
+                    // take a free descriptor number.
+                    drop(landlock.take());
+                    landlock = prepare_landlock(ctx, &spec, plan.as_ref());
                     let _ = send_message(control, &InitReply::Configured { id }, &[]);
+                    // The waiting exec was set up with the old settings.
+                    if let Some(old) = ready.take() {
+                        old.discard();
+                    }
+                    ready = Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
                 }
                 Ok(Some((InitOrder::OpenRoot { id }, _))) => send_root(control, id),
                 Ok(Some((order, fds))) => {
-                    let current = ChildContext {
-                        spec: &spec,
-                        plan: plan.as_ref(),
-                        seccomp: ctx.seccomp,
-                        cgroup: None,
-                        fds: ctx.fds,
-                        rlimit_pids: ctx.rlimit_pids,
-                        rlimit_memory: ctx.rlimit_memory,
-                        landlock_optional: ctx.landlock_optional,
-                        drop_groups: ctx.drop_groups,
-                        session: true,
-                    };
-                    handle(&current, control, order, fds, &mut leaders)
+                    let now = current(ctx, &spec, plan.as_ref(), landlock.as_ref());
+                    if let InitOrder::Exec { .. } = order {
+                        execs += 1;
+                        handle(&now, control, order, fds, &mut leaders, ready.take());
+                        // A sandbox gets its first exec started ahead; a
+                        // session that has run more than one command, every
+                        // next one. A session of one command (create, exec,
+                        // delete) does not pay for a second it never runs.
+                        if execs >= 2 {
+                            ready = Ready::start(&now);
+                        }
+                    } else {
+                        handle(&now, control, order, fds, &mut leaders, None);
+                    }
                 }
                 Ok(None) => sys::exit_now(0),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -106,25 +123,64 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     }
 }
 
-fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>) {
+/// The init's context with the settings execs get now.
+fn current<'a>(
+    ctx: &ChildContext<'a>,
+    spec: &'a crate::spec::Spec,
+    plan: Option<&'a crate::rootfs::Plan>,
+    landlock: Option<&'a crate::landlock_rules::Prepared>,
+) -> ChildContext<'a> {
+    ChildContext {
+        spec,
+        plan,
+        seccomp: ctx.seccomp,
+        cgroup: None,
+        fds: ctx.fds,
+        rlimit_pids: ctx.rlimit_pids,
+        rlimit_memory: ctx.rlimit_memory,
+        landlock_optional: ctx.landlock_optional,
+        drop_groups: ctx.drop_groups,
+        session: true,
+        landlock,
+    }
+}
+
+fn prepare_landlock(
+    ctx: &ChildContext<'_>,
+    spec: &crate::spec::Spec,
+    plan: Option<&crate::rootfs::Plan>,
+) -> Option<crate::landlock_rules::Prepared> {
+    crate::child::prepare_landlock(&current(ctx, spec, plan, None))
+}
+
+fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>, ready: &mut Option<Ready>) {
     loop {
         match sys::wait4(-1, libc::WNOHANG) {
-            Ok((pid, _, _)) if pid > 0 => leaders.retain(|_, p| *p != pid),
+            Ok((pid, _, _)) if pid > 0 => {
+                leaders.retain(|_, p| *p != pid);
+                // A waiting pair that died (killed from outside) is never
+                // handed an order: its pid may be reused.
+                if ready.as_ref().is_some_and(|r| r.leader() == pid) {
+                    *ready = None;
+                }
+            }
             _ => break,
         }
     }
 }
 
+/// Carry out an order (an exec goes to the waiting one, if any).
 fn handle(
     ctx: &ChildContext<'_>,
     control: BorrowedFd<'_>,
     order: InitOrder,
     fds: Vec<OwnedFd>,
     leaders: &mut HashMap<u64, libc::pid_t>,
+    ready: Option<Ready>,
 ) {
     match order {
         InitOrder::Exec { id, argv, env, cwd } => {
-            let reply = match start_exec(ctx, id, argv, env, cwd, fds) {
+            let reply = match start_exec(ctx, id, argv, env, cwd, fds, ready) {
                 Ok(pid) => {
                     leaders.insert(id, pid);
                     InitReply::Started { id, pid }
@@ -165,7 +221,8 @@ fn send_root(control: BorrowedFd<'_>, id: u64) {
     };
 }
 
-/// Fork the exec's leader into a new PID namespace; returns its pid.
+/// Hand the order to the waiting exec, or fork the exec's leader into a
+/// new PID namespace; returns the leader's pid.
 fn start_exec(
     ctx: &ChildContext<'_>,
     id: u64,
@@ -173,12 +230,22 @@ fn start_exec(
     env: Vec<(String, String)>,
     cwd: std::path::PathBuf,
     fds: Vec<OwnedFd>,
+    ready: Option<Ready>,
 ) -> Result<libc::pid_t, String> {
     let Ok(fds): Result<[OwnedFd; EXEC_FDS], _> = fds.try_into() else {
+        if let Some(r) = ready {
+            r.discard();
+        }
         return Err(format!("exec {id}: expected {EXEC_FDS} descriptors"));
     };
     if argv.is_empty() {
+        if let Some(r) = ready {
+            r.discard();
+        }
         return Err("no command given".into());
+    }
+    if let Some(pid) = ready.and_then(|r| r.go(&argv, &env, &cwd, &fds)) {
+        return Ok(pid);
     }
     let mut spec = ctx.spec.clone();
     spec.argv = argv;
@@ -208,16 +275,40 @@ fn leader_main(ctx: &ChildContext<'_>, spec: &crate::spec::Spec, fds: [OwnedFd; 
         }
     }
     let rfd = report_fd.as_raw_fd();
-    // The control socket, the init's signalfd and the order's originals go.
-    sys::close_all_from_except(3, &[rfd]);
+    // The control socket, the init's signalfd and the order's originals go;
+    // the prepared Landlock ruleset stays for the workload.
+    let mut keep = vec![rfd];
+    keep.extend(ctx.landlock.and_then(|l| l.raw_fd()));
+    sys::close_all_from_except(3, &keep);
     std::mem::forget((stdin, stdout, stderr, report_fd));
 
-    let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
-    wanted.push(libc::SIGCHLD);
-    let Ok(set) = sys::block_signals(&wanted) else {
+    let Ok(set) = block_leader_signals() else {
         sys::exit_now(125)
     };
-    let exec_ctx = ChildContext {
+    let exec_ctx = exec_context(ctx, spec, rfd);
+    let workload = match sys::fork() {
+        Ok(Some(pid)) => pid,
+        Ok(None) => workload_main(&exec_ctx),
+        Err(_) => sys::exit_now(125),
+    };
+    lead(workload, rfd, &set)
+}
+
+/// The signals a leader waits for (blocked, taken with `sigwaitinfo`).
+pub(crate) fn block_leader_signals() -> std::io::Result<libc::sigset_t> {
+    let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
+    wanted.push(libc::SIGCHLD);
+    sys::block_signals(&wanted)
+}
+
+/// What an exec's workload works with: `spec` (its command), its report
+/// descriptor, stdio on 0-2, no control socket.
+pub(crate) fn exec_context<'a>(
+    ctx: &ChildContext<'a>,
+    spec: &'a crate::spec::Spec,
+    rfd: std::os::fd::RawFd,
+) -> ChildContext<'a> {
+    ChildContext {
         spec,
         plan: ctx.plan,
         seccomp: ctx.seccomp,
@@ -235,15 +326,16 @@ fn leader_main(ctx: &ChildContext<'_>, spec: &crate::spec::Spec, fds: [OwnedFd; 
         landlock_optional: ctx.landlock_optional,
         drop_groups: ctx.drop_groups,
         session: true,
-    };
-    let workload = match sys::fork() {
-        Ok(Some(pid)) => pid,
-        Ok(None) => workload_main(&exec_ctx),
-        Err(_) => sys::exit_now(125),
-    };
+        landlock: ctx.landlock,
+    }
+}
+
+/// The leader's life once its workload runs: forward signals to the
+/// workload's process group, reap, report how the workload ended, leave.
+pub(crate) fn lead(workload: libc::pid_t, rfd: std::os::fd::RawFd, set: &libc::sigset_t) -> ! {
     loop {
         // SAFETY: `set` is a valid, initialised sigset_t.
-        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        let sig = unsafe { libc::sigwaitinfo(set, std::ptr::null_mut()) };
         if sig == -1 {
             continue;
         }
