@@ -127,17 +127,21 @@ struct Inner {
     /// Sessions being created (counted against the capacity).
     pending: AtomicU64,
     pools: Vec<Arc<crate::pool::Pool>>,
+    /// Notified when sessions work (an exec starts, a session ends): the
+    /// pools' refills wait for a pause in it.
+    activity: Arc<tokio::sync::Notify>,
 }
 
 impl Engine {
     /// Start the engine on a spawner forked earlier (inside a tokio
     /// runtime).
     pub fn new(spawner: Spawner, config: EngineConfig) -> Result<Engine> {
+        let activity = Arc::new(tokio::sync::Notify::new());
         let pools: Vec<Arc<crate::pool::Pool>> = config
             .pools
             .iter()
             .filter(|c| c.size > 0)
-            .map(|c| Arc::new(crate::pool::Pool::new(c.clone())))
+            .map(|c| Arc::new(crate::pool::Pool::new(c.clone(), activity.clone())))
             .collect();
         let engine = Engine {
             inner: Arc::new(Inner {
@@ -146,6 +150,7 @@ impl Engine {
                 sessions: Mutex::new(HashMap::new()),
                 pending: AtomicU64::new(0),
                 pools,
+                activity,
             }),
         };
         for pool in &engine.inner.pools {
@@ -367,6 +372,7 @@ impl Engine {
 
     /// Tear the session down: every process in it, its root, its groups.
     pub async fn destroy(&self, id: &str, cause: EndCause) -> Result<Teardown> {
+        self.inner.activity.notify_waiters();
         let session = self
             .inner
             .sessions
@@ -508,6 +514,8 @@ pub struct Session {
     /// The engine, for changes made through the spawner (widenings).
     engine: std::sync::Weak<Inner>,
     widenings: crate::widen::Widenings,
+    /// The engine's (see `Inner::activity`).
+    activity: Arc<tokio::sync::Notify>,
 }
 
 impl Session {
@@ -536,6 +544,7 @@ impl Session {
             event_buffer: config.event_buffer,
             engine: Arc::downgrade(&engine.inner),
             widenings: crate::widen::Widenings::default(),
+            activity: engine.inner.activity.clone(),
         })
     }
 
@@ -713,6 +722,7 @@ impl Session {
     pub async fn exec(&self, req: ExecRequest) -> Result<Arc<Process>> {
         self.ensure_running()?;
         self.touch();
+        self.activity.notify_waiters();
         if req.argv.is_empty() {
             return Err(SessionError::Invalid("argv is empty".into()));
         }

@@ -66,6 +66,9 @@ pub(crate) struct Pool {
     misses: AtomicU64,
     discarded: AtomicU64,
     claimed: tokio::sync::Notify,
+    /// Work of the sessions (an exec started, a session ended): a refill
+    /// waiting for a pause starts over.
+    active: std::sync::Arc<tokio::sync::Notify>,
     /// When recent claims happened (for `auto`).
     claims: Mutex<VecDeque<Instant>>,
     /// Mean build time in microseconds (for `auto`).
@@ -82,7 +85,7 @@ const QUIET_MAX: Duration = Duration::from_millis(250);
 const RATE_WINDOW: Duration = Duration::from_secs(10);
 
 impl Pool {
-    pub(crate) fn new(config: PoolConfig) -> Pool {
+    pub(crate) fn new(config: PoolConfig, active: std::sync::Arc<tokio::sync::Notify>) -> Pool {
         Pool {
             config,
             ready: Mutex::new(VecDeque::new()),
@@ -90,6 +93,7 @@ impl Pool {
             misses: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
             claimed: tokio::sync::Notify::new(),
+            active,
             claims: Mutex::new(VecDeque::new()),
             build_us: AtomicU64::new(10_000),
         }
@@ -180,15 +184,16 @@ impl Pool {
         }
     }
 
-    /// Before a refill: while sandboxes are still ready, wait until claims
-    /// pause for [`QUIET`] (at most [`QUIET_MAX`]), so that a build does
-    /// not compete for the CPU with the sessions just claimed; with none
-    /// ready, go at once.
+    /// Before a refill: while sandboxes are still ready, wait until claims,
+    /// execs and teardowns pause for [`QUIET`] (at most [`QUIET_MAX`]), so
+    /// that a build does not compete for the CPU with the sessions just
+    /// claimed and their work; with none ready, go at once.
     pub(crate) async fn wait_for_quiet(&self) {
         let deadline = tokio::time::Instant::now() + QUIET_MAX;
         while self.ready.lock().map_or(0, |r| r.len()) > 0 {
             tokio::select! {
                 _ = self.claimed.notified() => {}
+                _ = self.active.notified() => {}
                 _ = tokio::time::sleep(QUIET) => return,
             }
             if tokio::time::Instant::now() >= deadline {
