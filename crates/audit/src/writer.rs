@@ -53,6 +53,9 @@ impl Default for WriterOptions {
 
 type Reply = SyncSender<Result<Head, String>>;
 
+/// What a flush calls once its records are on disk (or could not be).
+type Done = Box<dyn FnOnce(Result<Head, String>) + Send>;
+
 enum Msg {
     Append {
         time_ns: i64,
@@ -63,7 +66,7 @@ enum Msg {
         hash: String,
         data: Vec<u8>,
     },
-    Flush(Reply),
+    Flush(Done),
     Close(Reply),
 }
 
@@ -199,7 +202,9 @@ impl AuditWriter {
     /// on disk; returns the store's head after that commit.
     pub fn flush(&self) -> Result<Head, AuditError> {
         let (reply, wait) = mpsc::sync_channel(1);
-        self.send(Msg::Flush(reply))?;
+        self.flush_then(move |r| {
+            let _ = reply.send(r);
+        })?;
         match wait.recv() {
             Ok(Ok(h)) => Ok(h),
             Ok(Err(e)) => Err(AuditError::CommitFailed(e)),
@@ -207,6 +212,17 @@ impl AuditWriter {
                 "the writer thread has exited".into(),
             )),
         }
+    }
+
+    /// Like [`AuditWriter::flush`] without waiting: `done` is called on
+    /// the writer's thread once everything appended before this call is
+    /// committed and on disk (or with the commit's error). For callers
+    /// that must not block a thread, such as an async task.
+    pub fn flush_then(
+        &self,
+        done: impl FnOnce(Result<Head, String>) + Send + 'static,
+    ) -> Result<(), AuditError> {
+        self.send(Msg::Flush(Box::new(done)))
     }
 
     /// Flushes, stops the writer thread and returns the final head.
@@ -428,7 +444,7 @@ impl Worker {
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
-            let mut waiters: Vec<Reply> = Vec::new();
+            let mut waiters: Vec<Done> = Vec::new();
             let mut close: Option<Reply> = None;
             if let Some(m) = first {
                 self.take(m, &mut waiters, &mut close);
@@ -469,7 +485,7 @@ impl Worker {
                 _ => Ok(self.head.clone().unwrap_or_else(Head::empty)),
             };
             for w in waiters {
-                let _ = w.send(answer.clone());
+                w(answer.clone());
             }
             if let Some(c) = close {
                 let _ = c.send(answer);
@@ -480,7 +496,7 @@ impl Worker {
         self.commit();
     }
 
-    fn take(&mut self, m: Msg, waiters: &mut Vec<Reply>, close: &mut Option<Reply>) {
+    fn take(&mut self, m: Msg, waiters: &mut Vec<Done>, close: &mut Option<Reply>) {
         match m {
             Msg::Append {
                 time_ns,

@@ -177,6 +177,23 @@ impl AuditLog {
         }
     }
 
+    /// [`AuditLog::flush`] for an async task: no thread waits meanwhile.
+    pub async fn flushed(&self) {
+        let Some(w) = &self.inner.writer else { return };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Err(e) = w.flush_then(move |r| {
+            let _ = tx.send(r);
+        }) {
+            tracing::warn!("audit flush: {e}");
+            return;
+        }
+        match rx.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("audit flush: {e}"),
+            Err(_) => tracing::warn!("audit flush: the writer thread has exited"),
+        }
+    }
+
     /// An egress decision of a sandbox's proxy.
     pub fn egress(&self, sandbox: &str, event: cordon_audit::Egress) {
         let run = self.run_of(Some(sandbox));

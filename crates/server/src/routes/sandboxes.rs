@@ -154,8 +154,7 @@ pub async fn create(
     // The sandbox's run is on disk before anyone hears of the sandbox: a
     // server killed right after still has it recorded, and the next start
     // ends it as lost.
-    let audit = state.audit().clone();
-    let _ = tokio::task::spawn_blocking(move || audit.flush()).await;
+    state.audit().flushed().await;
     Ok((StatusCode::CREATED, Json(view(&state, &session))))
 }
 
