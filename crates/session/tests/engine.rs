@@ -486,6 +486,66 @@ async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A claim that changes only rlimits reaches the first exec (started
+/// ahead with the pool's settings, replaced when the claim configures the
+/// init), the second (started on order) and the third (started ahead
+/// again); a setup failure of an exec started ahead is that exec's.
+async fn pool_claim_rlimits_reach_every_exec(engine: &Engine) {
+    for _ in 0..250 {
+        if engine.pool_stats().ready >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut s = spec();
+    s.limits.open_files = Some(77);
+    let before = engine.pool_stats();
+    let sb = engine
+        .create(CreateSession {
+            spec: s,
+            idle_timeout: None,
+            ttl: None,
+            owner: "t".into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("claim: {e}"));
+    assert_eq!(
+        engine.pool_stats().hits,
+        before.hits + 1,
+        "served from the pool"
+    );
+    for nth in ["first", "second", "third"] {
+        let (exit, out, err) = run(&sb, &["sh", "-c", "ulimit -n"]).await;
+        assert_eq!(exit.exit_code, 0, "{err}");
+        assert_eq!(out.trim(), "77", "the {nth} exec has the claimed limit");
+    }
+    let (exit, ..) = run_req(
+        &sb,
+        ExecRequest {
+            cwd: Some(PathBuf::from("/no/such/dir")),
+            ..req(&["true"])
+        },
+    )
+    .await;
+    assert_eq!(exit.reason, ExitReason::SetupFailed, "{exit:?}");
+    assert!(
+        exit.message
+            .as_deref()
+            .is_some_and(|m| m.contains("working directory")),
+        "{exit:?}"
+    );
+    let (exit, out, _) = run(&sb, &["sh", "-c", "ulimit -n"]).await;
+    assert_eq!(
+        (exit.exit_code, out.trim()),
+        (0, "77"),
+        "and the next one runs"
+    );
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Each pooled sandbox serves one session: what one left in /tmp is not
 /// in the next, and a different shape is built fresh.
 async fn pool_items_are_single_use(engine: &Engine) {
@@ -540,6 +600,7 @@ const CASES: &[&str] = &[
     "network_namespace_keeps_abstract_sockets_apart",
     "pool_claim_gives_binds_and_limits",
     "pool_items_are_single_use",
+    "pool_claim_rlimits_reach_every_exec",
 ];
 
 fn main() {
@@ -631,6 +692,7 @@ fn main() {
         assert_eq!(pooled.pool_stats().ready, 3, "the pools fill");
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
+        case!(pool_claim_rlimits_reach_every_exec, &pooled);
         println!(
             "test result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out",
             CASES.len()
