@@ -557,6 +557,15 @@ impl Cgroup {
     }
 }
 
+/// One try of [`remove_dirs`], without waiting: true when every group is
+/// gone (the usual case once the sandbox's last process has exited).
+pub fn remove_dirs_now(dirs: &[PathBuf]) -> bool {
+    dirs.iter().rev().all(|dir| match fs::remove_dir(dir) {
+        Ok(()) => true,
+        Err(e) => e.kind() == io::ErrorKind::NotFound,
+    })
+}
+
 /// Kill whatever is left in the groups and remove them, retrying briefly
 /// while the kernel finishes tearing processes down. Returns whether every
 /// one is gone.

@@ -443,10 +443,15 @@ async fn end_sandbox(pidfd: &OwnedFd, cgroup_dirs: &[PathBuf]) -> bool {
         }
         Err(_) => false,
     };
-    let dirs = cgroup_dirs.to_vec();
-    let removed = tokio::task::spawn_blocking(move || cordon_jail::cgroup::remove_dirs(&dirs))
-        .await
-        .unwrap_or(false);
+    // The groups are empty once the init is gone: removed at once, no
+    // thread to wait on; the patient way (which sleeps between tries) on a
+    // blocking thread otherwise.
+    let removed = cordon_jail::cgroup::remove_dirs_now(cgroup_dirs) || {
+        let dirs = cgroup_dirs.to_vec();
+        tokio::task::spawn_blocking(move || cordon_jail::cgroup::remove_dirs(&dirs))
+            .await
+            .unwrap_or(false)
+    };
     exited && removed
 }
 
