@@ -57,8 +57,9 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     // Every exec's Landlock ruleset, built once here (and again when a
     // claim changes the binds) instead of once per exec.
     let mut landlock = prepare_landlock(ctx, &spec, plan.as_ref());
-    // The next exec, started ahead (crate::session_ready).
-    let mut ready = Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
+    // The next exec, started ahead once the session has run more than
+    // one command (crate::session_ready).
+    let mut ready: Option<Ready> = None;
     let mut execs: u64 = 0;
     loop {
         let mut fds = [
@@ -88,11 +89,12 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                     drop(landlock.take());
                     landlock = prepare_landlock(ctx, &spec, plan.as_ref());
                     let _ = send_message(control, &InitReply::Configured { id }, &[]);
-                    // The waiting exec was set up with the old settings.
+                    // A waiting exec was set up with the old settings.
                     if let Some(old) = ready.take() {
                         old.discard();
+                        ready =
+                            Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
                     }
-                    ready = Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
                 }
                 Ok(Some((InitOrder::OpenRoot { id }, _))) => send_root(control, id),
                 Ok(Some((order, fds))) => {
@@ -100,10 +102,10 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                     if let InitOrder::Exec { .. } = order {
                         execs += 1;
                         handle(&now, control, order, fds, &mut leaders, ready.take());
-                        // A sandbox gets its first exec started ahead; a
-                        // session that has run more than one command, every
-                        // next one. A session of one command (create, exec,
-                        // delete) does not pay for a second it never runs.
+                        // A session that has run more than one command
+                        // gets every next one started ahead; an idle
+                        // sandbox, or one of a single command (create,
+                        // exec, delete), holds no waiting processes.
                         if execs >= 2 {
                             ready = Ready::start(&now);
                         }

@@ -486,10 +486,10 @@ async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// A claim that changes only rlimits reaches the first exec (started
-/// ahead with the pool's settings, replaced when the claim configures the
-/// init), the second (started on order) and the third (started ahead
-/// again); a setup failure of an exec started ahead is that exec's.
+/// A claim that changes only rlimits reaches the first and second execs
+/// (started on order) and the third (started ahead, once the session has
+/// run more than one command); a setup failure of an exec started ahead
+/// is that exec's.
 async fn pool_claim_rlimits_reach_every_exec(engine: &Engine) {
     for _ in 0..250 {
         if engine.pool_stats().ready >= 2 {
