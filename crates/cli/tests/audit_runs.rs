@@ -1093,6 +1093,33 @@ fn a_file_just_below_the_size_limit_is_no_incident() {
     assert_eq!(o.report["breaches"]["file_at_size_limit"], false);
 }
 
+/// The search for a file cut at the limit looks at the sandbox's own
+/// scratch tmpfs, not into a directory bound under /tmp that happens to
+/// hold a file of that size (a staged repository there was walked file by
+/// file).
+#[test]
+fn a_file_of_the_limit_size_in_a_directory_bound_under_tmp_is_not_scratch() {
+    if ready() {
+        return;
+    }
+    let host = tempfile::Builder::new()
+        .prefix("cordon-bound-")
+        .tempdir_in("/tmp")
+        .expect("a directory under /tmp");
+    std::fs::create_dir(host.path().join("sub")).expect("mkdir");
+    std::fs::write(host.path().join("sub/exact"), vec![0u8; 1 << 20]).expect("write");
+    let dir = host.path().to_string_lossy().into_owned();
+    let w = Workdir::new();
+    let s = Store::new();
+    let o = s.run(&w, &["--file-size", "1MiB", "--ro", &dir], &["/bin/true"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.report["breaches"]["file_at_size_limit"], false,
+        "{}",
+        o.report
+    );
+}
+
 #[test]
 fn disk_full_in_tmp_is_a_limit_incident() {
     if ready() {
