@@ -799,7 +799,10 @@ mod tests {
         assert!(lines[1].contains("notifications/cancelled"));
         // A late answer changes nothing.
         let late = json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept", "content": {"decision": "approve"}}});
-        assert!(g.from_client(late.to_string().as_bytes()).to_upstream.is_none());
+        assert!(g
+            .from_client(late.to_string().as_bytes())
+            .to_upstream
+            .is_none());
         assert!(g.expire_ask(&id).is_empty());
     }
 
@@ -810,7 +813,8 @@ mod tests {
         let r = g.from_client(CALL_RM);
         assert!(r.to_upstream.is_none() && r.asked.is_empty());
         assert!(
-            r.to_client[0].contains("cannot be asked") && r.to_client[0].contains("would be allowed"),
+            r.to_client[0].contains("cannot be asked")
+                && r.to_client[0].contains("would be allowed"),
             "{:?}",
             r.to_client
         );

@@ -431,15 +431,8 @@ pub async fn create(
     let req = crate::gate::request(&caller, Some(&id), action_of(&widening), default);
     let allowed = state.gate().check(req).await?;
     let until = expires.map(|d| SystemTime::now() + d);
-    let view = crate::escalation::widen(
-        &state,
-        caller.name(),
-        &session,
-        widening,
-        until,
-        &allowed,
-    )
-    .await?;
+    let view = crate::escalation::widen(&state, caller.name(), &session, widening, until, &allowed)
+        .await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
