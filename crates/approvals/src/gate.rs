@@ -198,6 +198,12 @@ impl Gate {
         self.timeout
     }
 
+    /// Whether an operator's policy file is in force (without one every
+    /// action gets the verdict its profile or token gives it).
+    pub fn has_policy_file(&self) -> bool {
+        self.policy.path.is_some()
+    }
+
     /// The policy's decision alone (no grants, no asking).
     pub fn decide(&self, req: &Request) -> Decision {
         self.policy.current().authorizer.decide(req)

@@ -778,3 +778,58 @@ fn creates_and_file_writes_pass_the_gate_too() {
     );
     srv.audit_has(&["no-high", "keep-out"]);
 }
+
+/// Layer: the policy (Cedar) over the proxy's allow list. A host the
+/// profile allows is still an egress action the policy decides, so a
+/// `forbid` on it wins; the same request in the same sandbox without that
+/// rule reaches the host (the refusal is the forbid's, not the profile's).
+#[test]
+fn a_policy_forbid_wins_over_the_profiles_allow_list() {
+    if ready()
+        || skip_unless(
+            Command::new("curl").arg("--version").output().is_ok(),
+            "curl is not installed",
+        )
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = tmp.path().join("policy.cedar");
+    let (port, host) = host_http(1);
+    let forbid = format!(
+        "@id(\"no-local-web\")\nforbid(principal, action == Action::\"egress\", resource)\nwhen {{ context.host == \"127.0.0.1\" && context.port == {port} }};\n"
+    );
+    std::fs::write(&policy, &forbid).unwrap();
+    let srv = Server::start_in(tmp.path(), &[]);
+    let sb = srv.create(json!({"profile": {
+        "extends": "low",
+        "network": {"mode": "proxy", "allow": [format!("127.0.0.1:{port}")], "allow_private": true}
+    }}));
+    let url = format!("http://127.0.0.1:{port}/");
+    let curl = [
+        "curl",
+        "-sS",
+        "--max-time",
+        "10",
+        "-w",
+        "\n%{http_code}",
+        &url,
+    ];
+    let r = srv.exec(&sb, &curl);
+    let out = r.json()["stdout"].as_str().unwrap_or_default().to_owned();
+    assert!(out.ends_with("403"), "the forbid refuses: {}", r.body);
+    assert!(out.contains("no-local-web"), "names the rule: {}", r.body);
+    // The policy file is read again when it changes: without the forbid the
+    // allow list's answer stands and the host is reached.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&policy, "// no rules\n").unwrap();
+    let r = srv.exec(&sb, &curl);
+    let out = r.json()["stdout"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        out.starts_with("hello") && out.ends_with("200"),
+        "{}",
+        r.body
+    );
+    host.join().unwrap();
+    srv.audit_has(&["no-local-web", "\"decision\""]);
+}

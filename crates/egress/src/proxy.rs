@@ -70,6 +70,20 @@ pub trait Approver: Send + Sync {
                 })
         })
     }
+
+    /// A second opinion on a host a rule or a live grant already allows
+    /// (`rule` names it): `Some(Ruling::Deny)` refuses it anyway, e.g. an
+    /// operator's policy that forbids it (an explicit deny wins over an
+    /// allow list). `None`, the default, keeps the rule's answer.
+    fn review<'a>(
+        &'a self,
+        _sandbox_id: &'a str,
+        _host: &'a str,
+        _port: u16,
+        _rule: &'a str,
+    ) -> BoxFuture<'a, Option<Ruling>> {
+        Box::pin(async { None })
+    }
 }
 
 /// An [`Approver`]'s answer, with the rule that gave it.
@@ -664,11 +678,30 @@ impl Shared {
                 retry_after: None,
             });
         }
-        if let Some(r) = cfg.allow.iter().find(|r| r.matches(host, port)) {
-            return Ok(format!("allow:{r}"));
-        }
-        if let Some(id) = self.live.as_ref().and_then(|g| g.admit(host, port)) {
-            return Ok(format!("grant:{id}"));
+        let listed = cfg
+            .allow
+            .iter()
+            .find(|r| r.matches(host, port))
+            .map(|r| format!("allow:{r}"))
+            .or_else(|| {
+                let live = self.live.as_ref()?;
+                live.admit(host, port).map(|id| format!("grant:{id}"))
+            });
+        if let Some(rule) = listed {
+            return match self
+                .approver
+                .review(&cfg.sandbox_id, host, port, &rule)
+                .await
+            {
+                Some(Ruling::Deny { rule, message }) => Err(Refusal {
+                    rule,
+                    status: 403,
+                    socks_reply: SOCKS_NOT_ALLOWED,
+                    message,
+                    retry_after: None,
+                }),
+                _ => Ok(rule),
+            };
         }
         if cfg.on_unlisted == Unlisted::Ask {
             match self.approver.ruling(&cfg.sandbox_id, host, port).await {

@@ -94,6 +94,41 @@ impl cordon_egress::Approver for GateApprover {
             true
         })
     }
+
+    /// With a policy file, a host the profile's allow list or a live grant
+    /// admits is still an egress action the policy decides: an explicit
+    /// `forbid` wins over the allow list (docs/policy.md).
+    fn review<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        host: &'a str,
+        port: u16,
+        rule: &'a str,
+    ) -> cordon_egress::BoxFuture<'a, Option<cordon_egress::Ruling>> {
+        Box::pin(async move {
+            if !self.state.gate().has_policy_file() {
+                return None;
+            }
+            let mut req = cordon_authz::Request::new(
+                self.principal.clone(),
+                cordon_authz::Action::Egress {
+                    host: host.to_owned(),
+                    port,
+                },
+                cordon_authz::DefaultVerdict::Allow {
+                    rule: format!("profile:{rule}"),
+                },
+            );
+            req.session = Some(sandbox_id.to_owned());
+            match self.state.gate().check(req).await {
+                Ok(_) => None,
+                Err(refusal) => Some(cordon_egress::Ruling::Deny {
+                    rule: refusal.rule.id.clone(),
+                    message: format!("cordon: {}", refusal.message),
+                }),
+            }
+        })
+    }
 }
 
 /// Serve the proxy for `sandbox` until the returned sender is dropped or
