@@ -463,9 +463,13 @@ decision = "ask"
             || text_of(&big).contains("max_size"),
         "{big}"
     );
+    // An ask goes to the client as an elicitation; this client declared
+    // none, so the call is refused naming the rule and what would allow it.
     let ask = c.call("get-tiny-image", json!({}));
     assert!(
-        is_error(&ask) && text_of(&ask).contains("approvals are not available"),
+        is_error(&ask)
+            && text_of(&ask).contains("cannot be asked")
+            && text_of(&ask).contains("tools.get-tiny-image.decision"),
         "{ask}"
     );
     c.close();
