@@ -54,6 +54,26 @@ pub struct GateApprover {
 /// The rule an unlisted host is asked about under.
 pub const ON_UNLISTED_ASK: &str = "profile:network.on_unlisted=ask";
 
+impl GateApprover {
+    /// The egress action `host:port` from `sandbox_id`, with what the
+    /// profile alone says about it.
+    fn request(
+        &self,
+        sandbox_id: &str,
+        host: &str,
+        port: u16,
+        default: cordon_authz::DefaultVerdict,
+    ) -> cordon_authz::Request {
+        let action = cordon_authz::Action::Egress {
+            host: host.to_owned(),
+            port,
+        };
+        let mut req = cordon_authz::Request::new(self.principal.clone(), action, default);
+        req.session = Some(sandbox_id.to_owned());
+        req
+    }
+}
+
 impl cordon_egress::Approver for GateApprover {
     fn decide<'a>(
         &'a self,
@@ -62,17 +82,10 @@ impl cordon_egress::Approver for GateApprover {
         port: u16,
     ) -> cordon_egress::BoxFuture<'a, bool> {
         Box::pin(async move {
-            let mut req = cordon_authz::Request::new(
-                self.principal.clone(),
-                cordon_authz::Action::Egress {
-                    host: host.to_owned(),
-                    port,
-                },
-                cordon_authz::DefaultVerdict::Ask {
-                    rule: ON_UNLISTED_ASK.into(),
-                },
-            );
-            req.session = Some(sandbox_id.to_owned());
+            let default = cordon_authz::DefaultVerdict::Ask {
+                rule: ON_UNLISTED_ASK.into(),
+            };
+            let req = self.request(sandbox_id, host, port, default);
             let Ok(allowed) = self.state.gate().check(req).await else {
                 return false;
             };
@@ -109,17 +122,10 @@ impl cordon_egress::Approver for GateApprover {
             if !self.state.gate().has_policy_file() {
                 return None;
             }
-            let mut req = cordon_authz::Request::new(
-                self.principal.clone(),
-                cordon_authz::Action::Egress {
-                    host: host.to_owned(),
-                    port,
-                },
-                cordon_authz::DefaultVerdict::Allow {
-                    rule: format!("profile:{rule}"),
-                },
-            );
-            req.session = Some(sandbox_id.to_owned());
+            let default = cordon_authz::DefaultVerdict::Allow {
+                rule: format!("profile:{rule}"),
+            };
+            let req = self.request(sandbox_id, host, port, default);
             match self.state.gate().check(req).await {
                 Ok(_) => None,
                 Err(refusal) => Some(cordon_egress::Ruling::Deny {
