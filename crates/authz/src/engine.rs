@@ -8,11 +8,15 @@ use crate::locate;
 use crate::rules::{self, Limits, Rule, RuleKind};
 use crate::types::{Decision, DecisionSource, Effect, Request, RuleRef};
 use cedar_policy::{
-    ActionConstraint, AuthorizationError, Policy, PolicySet, PrincipalConstraint, Schema,
+    ActionConstraint, Policy, PolicySet, PrincipalConstraint, ResourceConstraint, Schema,
     ValidationMode, Validator,
 };
+use cedar_policy_core::ast::{Expr, Literal, SlotEnv, ValueKind};
+use cedar_policy_core::evaluator::Evaluator;
+use cedar_policy_core::extensions::Extensions;
 use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// cordon's Cedar schema (also printed by `cordon policy schema`).
 pub const SCHEMA: &str = include_str!("cordon.cedarschema");
@@ -33,11 +37,13 @@ pub fn schema_json() -> Result<serde_json::Value, String> {
 
 #[derive(Debug)]
 pub(crate) struct Engine {
-    /// The policies that may apply, by action kind and principal (see `by_action`).
-    policies: HashMap<&'static str, ByPrincipal>,
+    /// The policies that may apply, by action kind (see `by_action`).
+    policies: HashMap<&'static str, ForAction>,
+    /// Every policy, as parsed (the reference evaluation in tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    all: PolicySet,
     rules: HashMap<String, Rule>,
     names: Names,
-    cedar: cedar_policy::Authorizer,
     pub warnings: Vec<Diagnostic>,
 }
 
@@ -109,12 +115,12 @@ impl Engine {
             return Err(errors);
         }
         let names = Names::new().map_err(|e| vec![one(0, e, None)])?;
-        let policies = by_action(&policies).map_err(|e| vec![one(0, e, None)])?;
+        let by_kind = by_action(&policies, &rules).map_err(|e| vec![one(0, e, None)])?;
         Ok(Engine {
-            policies,
+            policies: by_kind,
+            all: policies,
             rules,
             names,
-            cedar: cedar_policy::Authorizer::new(),
             warnings,
         })
     }
@@ -125,11 +131,23 @@ impl Engine {
     }
 
     /// Forbid → ask → permit; `None` when no rule matched.
+    ///
+    /// Evaluated in that order, each kind in file order, stopping as soon
+    /// as the decision is known: the first forbid that matches denies; else
+    /// a forbid that could not be evaluated denies; else the first `@ask`
+    /// that matches asks; else every permit with limits that matches
+    /// allows with the tightest of them; else the first plain permit
+    /// allows. The same decisions as evaluating every rule and combining
+    /// (`tests::decisions_match_cedars_authorizer`).
     pub fn decide(&self, req: &Request) -> Option<Decision> {
         let parts = match context::build(&self.names, req) {
             Ok(p) => p,
             Err(e) => return Some(internal_error(&e)),
         };
+        let Some(rules) = self.policies.get(req.action.kind()) else {
+            return Some(internal_error("no policy set for this action"));
+        };
+        let resource_id = parts.resource.id().unescaped().to_owned();
         let request = match cedar_policy::Request::new(
             parts.principal,
             parts.action,
@@ -140,94 +158,276 @@ impl Engine {
             Ok(r) => r,
             Err(e) => return Some(internal_error(&e.to_string())),
         };
-        let Some(policies) = self.policies.get(req.action.kind()) else {
-            return Some(internal_error("no policy set for this action"));
+        let eval = Evaluator::new(
+            request.as_ref().clone(),
+            parts.entities.as_ref(),
+            Extensions::all_available(),
+        );
+        let may_apply = |c: &&Arc<Compiled>| c.may_apply(&req.principal.name, &resource_id);
+        let matches = |c: &&Arc<Compiled>| matches!(c.satisfied(&eval), Ok(true));
+
+        let mut failed_forbid: Option<(&Rule, String)> = None;
+        for c in rules.forbids.iter().filter(may_apply) {
+            match c.satisfied(&eval) {
+                Ok(true) => return Some(forbidden(&c.rule)),
+                Ok(false) => {}
+                Err(e) => {
+                    failed_forbid.get_or_insert((&c.rule, e));
+                }
+            }
+        }
+        if let Some((r, err)) = failed_forbid {
+            return Some(forbid_failed(r, &err));
+        }
+        if let Some(c) = rules.asks.iter().filter(may_apply).find(matches) {
+            return Some(asked(&c.rule));
+        }
+        let limited = rules.limited.iter().filter(may_apply).filter(matches).fold(
+            None,
+            |acc: Option<(&Rule, Limits)>, c| {
+                let limits = c.rule.limits();
+                Some(match acc {
+                    None => (&c.rule, limits),
+                    Some((first, tightest)) => (first, tightest.tightest(limits)),
+                })
+            },
+        );
+        if let Some((r, limits)) = limited {
+            return Some(allowed_with(r, limits));
+        }
+        let c = rules.permits.iter().filter(may_apply).find(matches)?;
+        Some(allowed(&c.rule))
+    }
+
+    /// The reference for [`Engine::decide`]: every rule that may apply
+    /// evaluated by Cedar's own authorizer, then combined.
+    #[cfg(test)]
+    pub fn decide_with_cedars_authorizer(&self, req: &Request) -> Option<Decision> {
+        let parts = match context::build(&self.names, req) {
+            Ok(p) => p,
+            Err(e) => return Some(internal_error(&e)),
         };
-        let policies = policies.for_principal(&req.principal.name);
-        let response = self
-            .cedar
-            .is_authorized(&request, policies, &parts.entities);
-        let diags = response.diagnostics();
-        // A forbid that fails to evaluate denies: a deny rule never fails open.
-        let failed_forbid = diags
+        let request = cedar_policy::Request::new(
+            parts.principal,
+            parts.action,
+            parts.resource,
+            parts.context,
+            None,
+        )
+        .ok()?;
+        let response =
+            cedar_policy::Authorizer::new().is_authorized(&request, &self.all, &parts.entities);
+        let rule_of = |id: String| self.rules.get(&id);
+        let failed_forbid = response
+            .diagnostics()
             .errors()
             .filter_map(|e| {
-                let AuthorizationError::PolicyEvaluationError(e) = e;
-                let rule = self.rules.get(&e.policy_id().to_string())?;
-                (rule.kind == RuleKind::Forbid).then(|| (rule, e.to_string()))
+                let cedar_policy::AuthorizationError::PolicyEvaluationError(e) = e;
+                let rule = rule_of(e.policy_id().to_string())?;
+                let message = format!(
+                    "error while evaluating policy `{}`: {}",
+                    rule.rule.id,
+                    e.inner()
+                );
+                (rule.kind == RuleKind::Forbid).then_some((rule, message))
             })
             .min_by_key(|(r, _)| r.order);
-        let matched: Vec<&Rule> = diags
+        let matched: Vec<&Rule> = response
+            .diagnostics()
             .reason()
-            .filter_map(|id| self.rules.get(&id.to_string()))
+            .filter_map(|id| rule_of(id.to_string()))
             .collect();
         combine(&matched, failed_forbid)
     }
 }
 
-/// The policies that may apply to one action kind, by the token their scope
-/// names.
+/// One policy ready to evaluate: its whole condition (scope and `when` /
+/// `unless` clauses), built once when the file is read, its rule, and the
+/// token and resource its scope names, if any.
+///
+/// Cedar's `Authorizer::is_authorized` rebuilds every policy's condition
+/// expression, and drops it again, on every request, and evaluates every
+/// policy of the set: most of a decision's time when many rules apply
+/// (BENCHMARKS.md, Policy decisions). Cedar's own evaluator on the
+/// prebuilt conditions gives the same answers without that.
 #[derive(Debug)]
-struct ByPrincipal {
-    /// Policies for any principal.
-    any: PolicySet,
-    /// For each token a scope names: its policies and those for any principal.
-    named: HashMap<String, PolicySet>,
+struct Compiled {
+    condition: Expr,
+    slots: SlotEnv,
+    rule: Rule,
+    /// `principal == Token::"x"` (or `in`): only requests of token x.
+    principal: Option<String>,
+    /// `resource == T::"x"` (or `in`): only requests whose resource is x.
+    resource: Option<String>,
 }
 
-impl ByPrincipal {
-    fn for_principal(&self, name: &str) -> &PolicySet {
-        self.named.get(name).unwrap_or(&self.any)
+impl Compiled {
+    fn new(policy: &Policy, rule: Rule) -> Compiled {
+        let core: &cedar_policy_core::ast::Policy = policy.as_ref();
+        // cordon's tokens and resources have no parents (the request's
+        // entities hold the token alone), so `in` is `==`: a scope naming
+        // another entity id can never match.
+        let principal = match policy.principal_constraint() {
+            PrincipalConstraint::Any | PrincipalConstraint::Is(_) => None,
+            PrincipalConstraint::Eq(uid)
+            | PrincipalConstraint::In(uid)
+            | PrincipalConstraint::IsIn(_, uid) => Some(uid.id().unescaped().to_owned()),
+        };
+        let resource = match policy.resource_constraint() {
+            ResourceConstraint::Any | ResourceConstraint::Is(_) => None,
+            ResourceConstraint::Eq(uid)
+            | ResourceConstraint::In(uid)
+            | ResourceConstraint::IsIn(_, uid) => Some(uid.id().unescaped().to_owned()),
+        };
+        // Cedar's condition is `principal && action && resource && body`.
+        // The action conjunct is left out: a policy is only listed for the
+        // action kinds its scope names, where it holds (and never fails).
+        let template = core.template();
+        let condition = Expr::and(
+            template.principal_constraint().as_expr(),
+            Expr::and(
+                template.resource_constraint().as_expr(),
+                template
+                    .non_scope_constraints()
+                    .cloned()
+                    .unwrap_or_else(|| Expr::val(true)),
+            ),
+        );
+        Compiled {
+            condition,
+            slots: core.env().clone(),
+            rule,
+            principal,
+            resource,
+        }
+    }
+
+    /// False only when the scope names another token or resource (the
+    /// condition, which also checks them, could not hold).
+    fn may_apply(&self, principal: &str, resource: &str) -> bool {
+        self.principal.as_deref().is_none_or(|p| p == principal)
+            && self.resource.as_deref().is_none_or(|r| r == resource)
+    }
+
+    /// Whether the policy applies to the evaluator's request; an error
+    /// (a failed evaluation, or a condition that is not a boolean) as its
+    /// message.
+    fn satisfied(&self, eval: &Evaluator<'_>) -> Result<bool, String> {
+        match eval.interpret(&self.condition, &self.slots) {
+            Ok(v) => match v.value {
+                ValueKind::Lit(Literal::Bool(b)) => Ok(b),
+                _ => Err(format!(
+                    "error while evaluating policy `{}`: the condition is not a boolean",
+                    self.rule.rule.id
+                )),
+            },
+            Err(e) => Err(format!(
+                "error while evaluating policy `{}`: {e}",
+                self.rule.rule.id
+            )),
+        }
     }
 }
 
+/// The rules that may apply to one action kind, by kind, each in file
+/// order.
+#[derive(Debug, Default)]
+struct ForAction {
+    forbids: Vec<Arc<Compiled>>,
+    asks: Vec<Arc<Compiled>>,
+    /// Permits with `@limit_*`.
+    limited: Vec<Arc<Compiled>>,
+    /// Permits without.
+    permits: Vec<Arc<Compiled>>,
+}
+
 /// Cedar evaluates every policy of a set on each request. A policy whose
-/// scope names another action or another token can never match: cordon's
-/// actions have no groups (`action in [..]` is a list of alternatives) and
-/// its tokens no parents (`principal in Token::"x"` is `principal ==
-/// Token::"x"`). So each action kind, and within it each token a scope
-/// names, gets only the policies that may apply: the same decisions for a
-/// fraction of the work.
-fn by_action(all: &PolicySet) -> Result<HashMap<&'static str, ByPrincipal>, String> {
+/// scope names another action can never match: cordon's actions have no
+/// groups (`action in [..]` is a list of alternatives). So each action
+/// kind gets only the policies that may apply, and within it
+/// [`Compiled::may_apply`] skips those naming another token or resource:
+/// the same decisions for a fraction of the work.
+fn by_action(
+    all: &PolicySet,
+    rules: &HashMap<String, Rule>,
+) -> Result<HashMap<&'static str, ForAction>, String> {
+    let mut compiled: Vec<(Arc<Compiled>, ActionConstraint)> = all
+        .policies()
+        .map(|p| {
+            let id = p.id().to_string();
+            let rule = rules
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| format!("policy {id} has no rule"))?;
+            Ok((Arc::new(Compiled::new(p, rule)), p.action_constraint()))
+        })
+        .collect::<Result<_, String>>()?;
+    compiled.sort_by_key(|(c, _)| c.rule.order);
     let mut out = HashMap::new();
     for kind in crate::ACTION_KINDS {
         let is_kind = |uid: &cedar_policy::EntityUid| {
             uid.type_name().to_string() == "Action" && uid.id().unescaped() == kind
         };
-        let applies = |p: &&Policy| match p.action_constraint() {
-            ActionConstraint::Any => true,
-            ActionConstraint::Eq(uid) => is_kind(&uid),
-            ActionConstraint::In(uids) => uids.iter().any(is_kind),
-        };
-        let mut any = PolicySet::new();
-        let mut only: HashMap<String, Vec<Policy>> = HashMap::new();
-        for p in all.policies().filter(applies) {
-            match p.principal_constraint() {
-                PrincipalConstraint::Any | PrincipalConstraint::Is(_) => {
-                    any.add(p.clone()).map_err(|e| e.to_string())?;
-                }
-                PrincipalConstraint::Eq(uid)
-                | PrincipalConstraint::In(uid)
-                | PrincipalConstraint::IsIn(_, uid) => {
-                    let name = uid.id().unescaped().to_string();
-                    only.entry(name).or_default().push(p.clone());
-                }
+        let mut set = ForAction::default();
+        for (c, actions) in &compiled {
+            let applies = match actions {
+                ActionConstraint::Any => true,
+                ActionConstraint::Eq(uid) => is_kind(uid),
+                ActionConstraint::In(uids) => uids.iter().any(is_kind),
+            };
+            if !applies {
+                continue;
             }
+            let list = match &c.rule.kind {
+                RuleKind::Forbid => &mut set.forbids,
+                RuleKind::Ask { .. } => &mut set.asks,
+                RuleKind::Permit { limits } if !limits.is_empty() => &mut set.limited,
+                RuleKind::Permit { .. } => &mut set.permits,
+            };
+            list.push(c.clone());
         }
-        let mut named = HashMap::new();
-        for (name, policies) in only {
-            let mut set = any.clone();
-            for p in policies {
-                set.add(p).map_err(|e| e.to_string())?;
-            }
-            named.insert(name, set);
-        }
-        out.insert(kind, ByPrincipal { any, named });
+        out.insert(kind, set);
     }
     Ok(out)
 }
 
-/// Combines the rules that matched, in cordon's order.
+fn forbidden(r: &Rule) -> Decision {
+    decision(r, Effect::Deny, DecisionSource::Forbid, "forbidden by")
+}
+
+fn forbid_failed(r: &Rule, err: &str) -> Decision {
+    let mut d = forbidden(r);
+    d.reason = format!(
+        "forbid rule {} could not be evaluated, so it denies: {err}",
+        r.rule.id
+    );
+    d
+}
+
+fn asked(r: &Rule) -> Decision {
+    let mut d = decision(r, Effect::Ask, DecisionSource::AskRule, "asked by");
+    if let RuleKind::Ask { offers } = &r.kind {
+        d.offers = offers.clone();
+    }
+    d
+}
+
+fn allowed_with(r: &Rule, limits: Limits) -> Decision {
+    let effect = Effect::AllowWithLimits {
+        memory: limits.memory,
+        pids: limits.pids,
+        timeout_ms: limits.timeout_ms,
+    };
+    decision(r, effect, DecisionSource::Permit, "allowed with limits by")
+}
+
+fn allowed(r: &Rule) -> Decision {
+    decision(r, Effect::Allow, DecisionSource::Permit, "allowed by")
+}
+
+/// Combines every rule that matched, in cordon's order: what
+/// [`Engine::decide`] computes by stopping early, kept as its reference.
+#[cfg(test)]
 fn combine(matched: &[&Rule], failed_forbid: Option<(&Rule, String)>) -> Option<Decision> {
     let first = |pred: &dyn Fn(&RuleKind) -> bool| {
         matched
@@ -237,27 +437,13 @@ fn combine(matched: &[&Rule], failed_forbid: Option<(&Rule, String)>) -> Option<
             .min_by_key(|r| r.order)
     };
     if let Some(r) = first(&|k| *k == RuleKind::Forbid) {
-        return Some(decision(
-            r,
-            Effect::Deny,
-            DecisionSource::Forbid,
-            "forbidden by",
-        ));
+        return Some(forbidden(r));
     }
     if let Some((r, err)) = failed_forbid {
-        let mut d = decision(r, Effect::Deny, DecisionSource::Forbid, "forbidden by");
-        d.reason = format!(
-            "forbid rule {} could not be evaluated, so it denies: {err}",
-            r.rule.id
-        );
-        return Some(d);
+        return Some(forbid_failed(r, &err));
     }
     if let Some(r) = first(&|k| matches!(k, RuleKind::Ask { .. })) {
-        let mut d = decision(r, Effect::Ask, DecisionSource::AskRule, "asked by");
-        if let RuleKind::Ask { offers } = &r.kind {
-            d.offers = offers.clone();
-        }
-        return Some(d);
+        return Some(asked(r));
     }
     let permits: Vec<&Rule> = matched
         .iter()
@@ -270,32 +456,13 @@ fn combine(matched: &[&Rule], failed_forbid: Option<(&Rule, String)>) -> Option<
         .filter(|r| matches!(&r.kind, RuleKind::Permit { limits } if !limits.is_empty()))
         .min_by_key(|r| r.order);
     if let Some(r) = limited {
-        // Every matching permit's limits apply; the tightest of each wins.
         let limits = permits
             .iter()
-            .fold(Limits::default(), |acc, p| match &p.kind {
-                RuleKind::Permit { limits } => acc.tightest(*limits),
-                _ => acc,
-            });
-        let effect = Effect::AllowWithLimits {
-            memory: limits.memory,
-            pids: limits.pids,
-            timeout_ms: limits.timeout_ms,
-        };
-        return Some(decision(
-            r,
-            effect,
-            DecisionSource::Permit,
-            "allowed with limits by",
-        ));
+            .fold(Limits::default(), |acc, p| acc.tightest(p.limits()));
+        return Some(allowed_with(r, limits));
     }
     let r = permits.iter().copied().min_by_key(|r| r.order)?;
-    Some(decision(
-        r,
-        Effect::Allow,
-        DecisionSource::Permit,
-        "allowed by",
-    ))
+    Some(allowed(r))
 }
 
 fn decision(r: &Rule, effect: Effect, source: DecisionSource, verb: &str) -> Decision {

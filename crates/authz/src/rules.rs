@@ -62,6 +62,16 @@ pub(crate) struct Rule {
     pub order: usize,
 }
 
+impl Rule {
+    /// The limits a permit allows with (none for other rules).
+    pub fn limits(&self) -> Limits {
+        match &self.kind {
+            RuleKind::Permit { limits } => *limits,
+            _ => Limits::default(),
+        }
+    }
+}
+
 /// A problem with one policy's annotations: message and how to fix it.
 pub(crate) type AnnotationError = (String, String);
 

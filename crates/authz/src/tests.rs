@@ -397,3 +397,121 @@ fn the_index_by_action_keeps_every_rule_that_may_apply() {
         assert_eq!(d.rule.id, expected, "{kind}");
     }
 }
+
+/// Every request decided by the engine (rules prebuilt, evaluated in
+/// cordon's order, stopping early, skipping scopes that name another
+/// token or resource) and by Cedar's own authorizer over every rule, then
+/// combined: the same decision, rule and reason. Requests: the example
+/// policy's whole case table, and a policy with forbids, asks, limited and
+/// plain permits, errors and scopes of every shape, against requests of
+/// every action kind, several tokens and resources.
+#[test]
+fn decisions_match_cedars_authorizer() {
+    let compare = |a: &Authorizer, r: &Request, what: &str| {
+        let engine = a.engine.as_ref().expect("a policy");
+        let fast = engine.decide(r);
+        let reference = engine.decide_with_cedars_authorizer(r);
+        assert_eq!(
+            fast.as_ref()
+                .map(|d| (&d.effect, &d.rule, &d.reason, &d.offers)),
+            reference
+                .as_ref()
+                .map(|d| (&d.effect, &d.rule, &d.reason, &d.offers)),
+            "{what}: {r:?}"
+        );
+        fast.is_some()
+    };
+
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/policy");
+    let src = std::fs::read_to_string(format!("{root}/agents.cedar")).expect("example policy");
+    let a = policy(&src);
+    let table = std::fs::read_to_string(format!("{root}/agents.cases.toml")).expect("cases");
+    let cases = crate::cases::parse_cases(&table, "agents.cases.toml").expect("cases parse");
+    assert!(cases.len() >= 100, "{} cases", cases.len());
+    let mut decided_by_a_rule = 0;
+    for c in &cases {
+        decided_by_a_rule += usize::from(compare(&a, &c.request, &c.name));
+    }
+    assert!(
+        decided_by_a_rule > 50,
+        "{decided_by_a_rule} cases decided by a rule"
+    );
+
+    let mixed = policy(
+        r#"@id("f-finding") forbid(principal, action == Action::"exec", resource)
+             when { context.findings.contains("bad") };
+           @id("f-overflow") forbid(principal, action == Action::"exec", resource)
+             when { context.argc * 9223372036854775807 > 0 && context.program == "boom" };
+           @id("f-token") forbid(principal == Token::"banned", action, resource);
+           @id("f-host") forbid(principal, action == Action::"egress", resource == Host::"169.254.169.254");
+           @id("a-push") @ask @offer("once,session") permit(principal, action == Action::"exec", resource == Program::"git")
+             when { context.argv.contains("push") };
+           @id("a-any-host") @ask permit(principal, action == Action::"egress", resource)
+             when { context.port != 443 };
+           @id("l-cargo") @limit_memory("512MiB") @limit_pids("64") permit(principal, action == Action::"exec", resource == Program::"cargo");
+           @id("l-cargo-test") @limit_memory("256MiB") @limit_timeout("30s") permit(principal, action == Action::"exec", resource in Program::"cargo")
+             when { context.argv.contains("test") };
+           @id("l-ci") @limit_pids("32") permit(principal in Token::"ci", action, resource);
+           @id("p-git") permit(principal, action == Action::"exec", resource is Program in Program::"git");
+           @id("p-any-exec") permit(principal is Token, action in [Action::"exec", Action::"file_read"], resource)
+             when { context has program && context.program like "tool*" };
+           @id("p-error") permit(principal, action == Action::"exec", resource)
+             when { context.argc * 9223372036854775807 > 1 };
+           @id("p-hosts") permit(principal, action == Action::"egress", resource)
+             when { context.host like "*.example.com" };"#,
+    );
+    let argvs: [&[&str]; 9] = [
+        &["git", "status"],
+        &["git", "push", "origin"],
+        &["cargo", "build"],
+        &["cargo", "test"],
+        &["tool7", "x"],
+        &["boom", "a", "b"],
+        &["ls"],
+        &["rm", "-rf", "/"],
+        &["sh", "-c", "true"],
+    ];
+    let mut n = 0;
+    for token in ["ci", "agent", "banned"] {
+        for argv in argvs {
+            for findings in [vec![], vec!["bad".to_string()]] {
+                let mut r = Request::new(
+                    Principal::named(token),
+                    Action::Exec {
+                        argv: argv.iter().map(|s| s.to_string()).collect(),
+                    },
+                    DENY(),
+                );
+                r.findings = findings;
+                compare(&mixed, &r, "exec");
+                n += 1;
+            }
+        }
+        for (host, port) in [
+            ("169.254.169.254", 80),
+            ("api.example.com", 443),
+            ("x.org", 8080),
+        ] {
+            let r = Request::new(
+                Principal::named(token),
+                Action::Egress {
+                    host: host.into(),
+                    port,
+                },
+                DENY(),
+            );
+            compare(&mixed, &r, "egress");
+            n += 1;
+        }
+        let r = Request::new(
+            Principal::named(token),
+            Action::FileRead {
+                path: "tool-data".into(),
+            },
+            DENY(),
+        );
+        compare(&mixed, &r, "file_read");
+        n += 1;
+    }
+    assert_eq!(n, 3 * (9 * 2 + 3 + 1));
+}
