@@ -417,11 +417,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.policy {
         let asker = run_policy::Asker::detect(args.ask_timeout.as_duration());
         let policy = Arc::new(run_policy::RunPolicy::load(path, &profile, &run_id, asker)?);
-        if let run_policy::Verdict::Refused { message, .. } = policy.exec(&args.command) {
-            if let Some(s) = staging {
-                s.abandon();
+        match policy.exec(&args.command) {
+            run_policy::Verdict::Refused { message, .. } => {
+                if let Some(s) = staging {
+                    s.abandon();
+                }
+                return refuse_by_policy(&args, &profile, &cwd, &run_id, &policy, &message);
             }
-            return refuse_by_policy(&args, &profile, &cwd, &run_id, &policy, &message);
+            run_policy::Verdict::Allowed {
+                rule,
+                limits: Some(limits),
+            } => {
+                // An allow with limits: the run's limits only tighten.
+                run_policy::tighten(&limits, &mut spec.limits);
+                let in_force = limits_in_force(&spec.limits);
+                if let Some(plan) = hooks.audit_plan.as_mut() {
+                    plan.started.enforcement["policy_limits"] =
+                        serde_json::json!({"rule": rule, "in_force": in_force});
+                }
+                if !args.quiet {
+                    eprintln!(
+                        "cordon: policy rule {rule} allows this with limits; in force: {}",
+                        limits_in_words(&spec.limits)
+                    );
+                }
+            }
+            run_policy::Verdict::Allowed { limits: None, .. } => {}
         }
         hooks.policy = Some(policy);
     }
@@ -624,6 +645,28 @@ fn refused_run(
     )
     .map_err(|e| anyhow::anyhow!(e))?;
     Ok(Some(session))
+}
+
+/// The memory, process and wall-clock limits of a run, as JSON (bytes,
+/// processes, seconds; absent when unlimited).
+fn limits_in_force(l: &cordon_jail::Limits) -> serde_json::Value {
+    serde_json::json!({
+        "memory": l.memory,
+        "pids": l.pids,
+        "wall_seconds": l.wall.map(|w| w.as_secs_f64()),
+    })
+}
+
+/// "memory 64 MiB, pids 8, timeout 1s" (what is unlimited is said so).
+fn limits_in_words(l: &cordon_jail::Limits) -> String {
+    let memory = l.memory.map_or("unlimited".to_owned(), |m| {
+        cordon_policy::ByteSize(m).to_string()
+    });
+    let pids = l.pids.map_or("unlimited".to_owned(), |p| p.to_string());
+    let wall = l
+        .wall
+        .map_or("none".to_owned(), |w| format!("{}s", w.as_secs_f64()));
+    format!("memory {memory}, processes {pids}, timeout {wall}")
 }
 
 /// The policy refused the command: record the start, the decision and the

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use cordon_authz::{Action, Authorizer, Decision, DefaultVerdict, Effect, Principal, Request};
 use cordon_egress::{BoxFuture, HostRule, Ruling};
+use cordon_server::wire::ExecLimitsView;
 use serde_json::json;
 
 use crate::tty_ask::{self, Answer, Question};
@@ -42,8 +43,32 @@ impl Asker {
 /// The outcome for one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Allowed { rule: String },
-    Refused { rule: String, message: String },
+    /// Allowed; with `limits` when the deciding permit carries
+    /// `@limit_*` annotations (an allow with limits).
+    Allowed {
+        rule: String,
+        limits: Option<ExecLimitsView>,
+    },
+    Refused {
+        rule: String,
+        message: String,
+    },
+}
+
+/// Tighten a run's limits with a policy's (each the lower of the two; a
+/// limit the run did not have is set).
+pub fn tighten(policy: &ExecLimitsView, limits: &mut cordon_jail::Limits) {
+    let mut l = cordon_jail::session::ExecLimits {
+        memory: limits.memory,
+        pids: limits.pids,
+    };
+    l.tighten(policy.memory, policy.pids);
+    limits.memory = l.memory;
+    limits.pids = l.pids;
+    if let Some(ms) = policy.timeout_ms {
+        let cap = Duration::from_millis(ms);
+        limits.wall = Some(limits.wall.map_or(cap, |w| w.min(cap)));
+    }
 }
 
 /// The policy of one run: decisions, the run's grants, and the record.
@@ -149,9 +174,28 @@ impl RunPolicy {
         let rule = decision.rule.to_string();
         let subject = subject(&action);
         let (verdict, answer) = match &decision.effect {
-            Effect::Allow | Effect::AllowWithLimits { .. } => {
-                (Verdict::Allowed { rule: rule.clone() }, None)
-            }
+            Effect::Allow => (
+                Verdict::Allowed {
+                    rule: rule.clone(),
+                    limits: None,
+                },
+                None,
+            ),
+            Effect::AllowWithLimits {
+                memory,
+                pids,
+                timeout_ms,
+            } => (
+                Verdict::Allowed {
+                    rule: rule.clone(),
+                    limits: Some(ExecLimitsView {
+                        memory: *memory,
+                        pids: *pids,
+                        timeout_ms: *timeout_ms,
+                    }),
+                },
+                None,
+            ),
             Effect::Deny => (
                 Verdict::Refused {
                     rule: rule.clone(),
@@ -175,7 +219,10 @@ impl RunPolicy {
         let granted =
             |g: &Mutex<HashSet<String>>| g.lock().map(|g| g.contains(&key)).unwrap_or(false);
         if granted(&self.granted) {
-            return (Verdict::Allowed { rule }, "granted for this run");
+            return (
+                Verdict::Allowed { rule, limits: None },
+                "granted for this run",
+            );
         }
         let Asker::Terminal(timeout) = self.asker else {
             let message = format!(
@@ -190,7 +237,10 @@ impl RunPolicy {
         // one waited covers it.
         let _turn = self.asking.lock();
         if granted(&self.granted) {
-            return (Verdict::Allowed { rule }, "granted for this run");
+            return (
+                Verdict::Allowed { rule, limits: None },
+                "granted for this run",
+            );
         }
         let answer = match tty_ask::terminal() {
             Some(mut tty) => tty_ask::ask(
@@ -205,12 +255,15 @@ impl RunPolicy {
             None => Answer::TimedOut,
         };
         match answer {
-            Answer::Once => (Verdict::Allowed { rule }, "allowed once"),
+            Answer::Once => (Verdict::Allowed { rule, limits: None }, "allowed once"),
             Answer::Run => {
                 if let Ok(mut g) = self.granted.lock() {
                     g.insert(key);
                 }
-                (Verdict::Allowed { rule }, "allowed for this run")
+                (
+                    Verdict::Allowed { rule, limits: None },
+                    "allowed for this run",
+                )
             }
             Answer::Deny => {
                 let message = format!(
@@ -233,7 +286,10 @@ impl RunPolicy {
     }
 
     fn note(&self, action: &Action, d: &Decision, verdict: &Verdict, answer: Option<&str>) {
-        let allowed = matches!(verdict, Verdict::Allowed { .. });
+        let (allowed, limits) = match verdict {
+            Verdict::Allowed { limits, .. } => (true, *limits),
+            Verdict::Refused { .. } => (false, None),
+        };
         let record = cordon_audit::ApiAction {
             actor: self.principal.name.clone(),
             action: "decision".into(),
@@ -245,6 +301,7 @@ impl RunPolicy {
                 "rule": d.rule,
                 "reason": d.reason,
                 "answer": answer,
+                "limits": limits,
             }),
         };
         if let Ok(mut r) = self.record.lock() {
@@ -282,7 +339,7 @@ impl PolicyApprover {
             .await
             .ok()?;
         Some(match verdict {
-            Verdict::Allowed { rule } => Ruling::Allow { rule },
+            Verdict::Allowed { rule, .. } => Ruling::Allow { rule },
             Verdict::Refused { rule, message } => Ruling::Deny { rule, message },
         })
     }

@@ -52,6 +52,9 @@ pub(crate) struct ChildContext<'a> {
     /// The workload's Landlock ruleset, built ahead by a session's init
     /// (`None`: the workload builds it).
     pub landlock: Option<&'a landlock_rules::Prepared>,
+    /// Limits of one exec of a session, set as rlimits after the spec's
+    /// whatever the cgroup does (empty for a run and a session's init).
+    pub exec_limits: crate::session::ExecLimits,
 }
 
 /// Signals the init passes on to the workload.
@@ -765,5 +768,27 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
     if let (Some(m), true) = (l.memory, ctx.rlimit_memory) {
         lower_rlimit(libc::RLIMIT_AS, m)?;
     }
+    // An exec's own limits come on top and only tighten: below the
+    // session's rlimits whatever its cgroup allows.
+    if let Some(n) = ctx.exec_limits.pids {
+        tighten_rlimit(libc::RLIMIT_NPROC, n)?;
+    }
+    if let Some(m) = ctx.exec_limits.memory {
+        tighten_rlimit(libc::RLIMIT_AS, m)?;
+    }
     crate::budgets::apply_rlimits(&l.kernel, lower_rlimit)
+}
+
+/// Lower both the soft and the hard limit to at most `value`, never
+/// raising either.
+fn tighten_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills a valid rlimit struct.
+    if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    set_rlimit(resource, value.min(cur.rlim_cur), value.min(cur.rlim_max))
 }

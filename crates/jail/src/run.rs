@@ -379,6 +379,7 @@ impl Setup {
                 drop_groups: self.identity.drop_groups,
                 session: false,
                 landlock: None,
+                exec_limits: Default::default(),
             }),
             Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
             Err(e) => return Err(e),

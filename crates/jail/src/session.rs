@@ -55,6 +55,9 @@ pub enum InitOrder {
         argv: Vec<String>,
         env: Vec<(String, String)>,
         cwd: PathBuf,
+        /// Limits of this exec alone, on top of the session's.
+        #[serde(default)]
+        limits: ExecLimits,
     },
     /// Send `signal` to the exec's leader: SIGKILL ends its whole PID
     /// namespace; other signals go on to the command's process group.
@@ -67,6 +70,35 @@ pub enum InitOrder {
     /// `/proc/<pid>/root` is closed to an unprivileged caller: the init is
     /// not dumpable.)
     OpenRoot { id: u64 },
+}
+
+/// Limits of one exec (a policy's `allow with limits`), set as rlimits
+/// in its workload after the session's own and only ever lower than them:
+/// each inherited by everything the command starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecLimits {
+    /// Address space of each of the exec's processes, bytes
+    /// (RLIMIT_AS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Processes and threads of the sandbox's user (RLIMIT_NPROC, counted
+    /// by the kernel per user in the session's user namespace: every exec
+    /// of the session, its init and the waiting exec included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+}
+
+impl ExecLimits {
+    /// Tighten with `memory` and `pids`: each limit becomes the lower of
+    /// the two (a limit only one side has is kept), never higher.
+    pub fn tighten(&mut self, memory: Option<u64>, pids: Option<u64>) {
+        let lower = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.memory = lower(self.memory, memory);
+        self.pids = lower(self.pids, pids);
+    }
 }
 
 /// The init's answer to an [`InitOrder::Exec`].
@@ -327,6 +359,7 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
             drop_groups: identity.drop_groups,
             session: true,
             landlock: None,
+            exec_limits: Default::default(),
         }),
         Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {

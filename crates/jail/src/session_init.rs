@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::child::{report, workload_main, ChildContext, ChildFds, FORWARDED};
 use crate::error::ChildReport;
-use crate::session::{recv_message, send_message, InitOrder, InitReply};
+use crate::session::{recv_message, send_message, ExecLimits, InitOrder, InitReply};
 use crate::session_ready::Ready;
 use crate::spec::StdinMode;
 use crate::sys::{self, Forked};
@@ -144,6 +144,7 @@ fn current<'a>(
         drop_groups: ctx.drop_groups,
         session: true,
         landlock,
+        exec_limits: ExecLimits::default(),
     }
 }
 
@@ -181,8 +182,20 @@ fn handle(
     ready: Option<Ready>,
 ) {
     match order {
-        InitOrder::Exec { id, argv, env, cwd } => {
-            let reply = match start_exec(ctx, id, argv, env, cwd, fds, ready) {
+        InitOrder::Exec {
+            id,
+            argv,
+            env,
+            cwd,
+            limits,
+        } => {
+            let command = ExecCommand {
+                argv,
+                env,
+                cwd,
+                limits,
+            };
+            let reply = match start_exec(ctx, id, command, fds, ready) {
                 Ok(pid) => {
                     leaders.insert(id, pid);
                     InitReply::Started { id, pid }
@@ -223,14 +236,23 @@ fn send_root(control: BorrowedFd<'_>, id: u64) {
     };
 }
 
+/// What an exec order asks the workload to run, and its own limits.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct ExecCommand {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: std::path::PathBuf,
+    /// Set after the session's rlimits, by the waiting workload too (it
+    /// lowers its rlimits only once it has the order).
+    pub limits: ExecLimits,
+}
+
 /// Hand the order to the waiting exec, or fork the exec's leader into a
 /// new PID namespace; returns the leader's pid.
 fn start_exec(
     ctx: &ChildContext<'_>,
     id: u64,
-    argv: Vec<String>,
-    env: Vec<(String, String)>,
-    cwd: std::path::PathBuf,
+    command: ExecCommand,
     fds: Vec<OwnedFd>,
     ready: Option<Ready>,
 ) -> Result<libc::pid_t, String> {
@@ -240,22 +262,23 @@ fn start_exec(
         }
         return Err(format!("exec {id}: expected {EXEC_FDS} descriptors"));
     };
-    if argv.is_empty() {
+    if command.argv.is_empty() {
         if let Some(r) = ready {
             r.discard();
         }
         return Err("no command given".into());
     }
-    if let Some(pid) = ready.and_then(|r| r.go(&argv, &env, &cwd, &fds)) {
+    if let Some(pid) = ready.and_then(|r| r.go(&command, &fds)) {
         return Ok(pid);
     }
+    let limits = command.limits;
     let mut spec = ctx.spec.clone();
-    spec.argv = argv;
-    spec.env = env;
-    spec.cwd = cwd;
+    spec.argv = command.argv;
+    spec.env = command.env;
+    spec.cwd = command.cwd;
     spec.stdin = StdinMode::Inherit;
     match sys::clone_sandbox(libc::CLONE_NEWPID) {
-        Ok(Forked::Child) => leader_main(ctx, &spec, fds),
+        Ok(Forked::Child) => leader_main(ctx, &spec, limits, fds),
         Ok(Forked::Parent { pid, pidfd }) => {
             drop(pidfd);
             Ok(pid)
@@ -266,7 +289,12 @@ fn start_exec(
 
 /// PID 1 of one exec: start the workload, reap, forward signals, report
 /// how the workload ended, and leave (taking the rest of the tree along).
-fn leader_main(ctx: &ChildContext<'_>, spec: &crate::spec::Spec, fds: [OwnedFd; EXEC_FDS]) -> ! {
+fn leader_main(
+    ctx: &ChildContext<'_>,
+    spec: &crate::spec::Spec,
+    limits: ExecLimits,
+    fds: [OwnedFd; EXEC_FDS],
+) -> ! {
     // SAFETY: prctl with integer arguments: die with the session's init.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     let [stdin, stdout, stderr, report_fd] = fds;
@@ -287,7 +315,8 @@ fn leader_main(ctx: &ChildContext<'_>, spec: &crate::spec::Spec, fds: [OwnedFd; 
     let Ok(set) = block_leader_signals() else {
         sys::exit_now(125)
     };
-    let exec_ctx = exec_context(ctx, spec, rfd);
+    let mut exec_ctx = exec_context(ctx, spec, rfd);
+    exec_ctx.exec_limits = limits;
     let workload = match sys::fork() {
         Ok(Some(pid)) => pid,
         Ok(None) => workload_main(&exec_ctx),
@@ -329,6 +358,7 @@ pub(crate) fn exec_context<'a>(
         drop_groups: ctx.drop_groups,
         session: true,
         landlock: ctx.landlock,
+        exec_limits: ctx.exec_limits,
     }
 }
 

@@ -14,28 +14,20 @@
 //! rlimits and the working directory, which need the order, come after
 //! the filter: lowering a limit and chdir are allowed under it), and a
 //! setup failure waits for the order to be reported on its report pipe,
-//! so an exec sees exactly what it would have seen started on order. The
-//! pair is single-use; a claim's new limits and binds replace it.
+//! so an exec sees exactly what it would have seen started on order. An
+//! exec's own limits (a policy's, in the order) are rlimits too, set at
+//! the same point, so a waiting workload takes them as one started on
+//! order would. The pair is single-use; a claim's new limits and binds
+//! replace it.
 
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
-use std::path::PathBuf;
-
-use serde::{Deserialize, Serialize};
 
 use crate::child::{confine, exec_command, limit_and_enter_cwd, report, seccomp, ChildContext};
 use crate::error::ChildReport;
 use crate::session::{recv_message, send_message};
-use crate::session_init::{block_leader_signals, exec_context, lead};
+use crate::session_init::{block_leader_signals, exec_context, lead, ExecCommand};
 use crate::sys::{self, Forked};
 use crate::test_switch::{off, Switch};
-
-/// The command, for the waiting workload.
-#[derive(Serialize, Deserialize)]
-struct Command {
-    argv: Vec<String>,
-    env: Vec<(String, String)>,
-    cwd: PathBuf,
-}
 
 /// A leader and workload waiting for an order (held by the init).
 pub(crate) struct Ready {
@@ -81,23 +73,14 @@ impl Ready {
         }
     }
 
-    /// Hand the pair an order's command and descriptors (stdin, stdout,
-    /// stderr, report); returns the leader's pid. On failure the pair is
-    /// killed before its workload got the command (it never runs), and
-    /// the order can be started the ordinary way.
-    pub(crate) fn go(
-        self,
-        argv: &[String],
-        env: &[(String, String)],
-        cwd: &std::path::Path,
-        fds: &[OwnedFd; 4],
-    ) -> Option<libc::pid_t> {
+    /// Hand the pair an order's command (with the exec's own limits,
+    /// which its workload sets with the session's once it has them) and
+    /// descriptors (stdin, stdout, stderr, report); returns the leader's
+    /// pid. On failure the pair is killed before its workload got the
+    /// command (it never runs), and the order can be started the
+    /// ordinary way.
+    pub(crate) fn go(self, command: &ExecCommand, fds: &[OwnedFd; 4]) -> Option<libc::pid_t> {
         let [stdin, stdout, stderr, report_fd] = fds;
-        let command = Command {
-            argv: argv.to_vec(),
-            env: env.to_vec(),
-            cwd: cwd.to_path_buf(),
-        };
         // The leader first: the workload runs the command as soon as it
         // has it, so nothing may fail after that.
         let sent = send_message(
@@ -108,7 +91,7 @@ impl Ready {
         .and_then(|()| {
             send_message(
                 self.to_workload.as_fd(),
-                &command,
+                command,
                 &[
                     stdin.as_fd(),
                     stdout.as_fd(),
@@ -183,7 +166,7 @@ fn workload_main(ctx: &ChildContext<'_>, go: OwnedFd) -> ! {
     let spec = ctx.spec;
     let probe = exec_context(ctx, spec, -1);
     let confined = confine(&probe).and_then(|line| seccomp(&probe).map(|()| line));
-    let (command, fds) = match recv_message::<Command>(go.as_fd()) {
+    let (command, fds) = match recv_message::<ExecCommand>(go.as_fd()) {
         Ok(Some(got)) => got,
         _ => sys::exit_now(125),
     };
@@ -211,7 +194,8 @@ fn workload_main(ctx: &ChildContext<'_>, go: OwnedFd) -> ! {
     spec.argv = command.argv;
     spec.env = command.env;
     spec.cwd = command.cwd;
-    let exec_ctx = exec_context(ctx, &spec, rfd);
+    let mut exec_ctx = exec_context(ctx, &spec, rfd);
+    exec_ctx.exec_limits = command.limits;
     if let Err(r) = limit_and_enter_cwd(&exec_ctx) {
         report(rfd, &r);
         sys::exit_now(125)

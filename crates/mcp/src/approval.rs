@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use cordon_authz::{Action, Authorizer, DefaultVerdict, Effect, Principal, Request};
 use cordon_mcpgate::ask;
+use cordon_server::wire::ExecLimitsView;
 use cordon_server::Caller;
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use rmcp::service::{ElicitationMode, Peer};
@@ -33,12 +34,15 @@ pub struct Approvals {
     granted: Arc<Mutex<HashSet<String>>>,
 }
 
-/// A decision that let the action go ahead: the rule, and how a person
-/// answered when one was asked.
+/// A decision that let the action go ahead: the rule, how a person
+/// answered when one was asked, and the limits of an allow with limits.
 #[derive(Debug, Clone)]
 pub struct Allowed {
     pub rule: String,
     pub answer: Option<&'static str>,
+    /// The policy's limits (`@limit_memory`, `@limit_pids`,
+    /// `@limit_timeout` on the permit that decided).
+    pub limits: Option<ExecLimitsView>,
 }
 
 /// A decision and its audit record (an `api_action` named `decision`).
@@ -115,7 +119,24 @@ impl Approvals {
             }))
         };
         match &d.effect {
-            Effect::Allow | Effect::AllowWithLimits { .. } => Ok(Allowed { rule, answer: None }),
+            Effect::Allow => Ok(Allowed {
+                rule,
+                answer: None,
+                limits: None,
+            }),
+            Effect::AllowWithLimits {
+                memory,
+                pids,
+                timeout_ms,
+            } => Ok(Allowed {
+                rule,
+                answer: None,
+                limits: Some(ExecLimitsView {
+                    memory: *memory,
+                    pids: *pids,
+                    timeout_ms: *timeout_ms,
+                }),
+            }),
             Effect::Deny => Err(refusal(
                 "policy_denied",
                 format!("the policy denies {subject}: rule {rule}: {}", d.reason),
@@ -126,6 +147,7 @@ impl Approvals {
                     return Ok(Allowed {
                         rule,
                         answer: Some("approved for this session"),
+                        limits: None,
                     });
                 }
                 if !peer
@@ -145,6 +167,7 @@ impl Approvals {
                     Ok(ask::Answer::Once) => Ok(Allowed {
                         rule,
                         answer: Some("approved once"),
+                        limits: None,
                     }),
                     Ok(ask::Answer::Session) => {
                         if let Ok(mut g) = self.granted.lock() {
@@ -153,6 +176,7 @@ impl Approvals {
                         Ok(Allowed {
                             rule,
                             answer: Some("approved for this session"),
+                            limits: None,
                         })
                     }
                     Ok(ask::Answer::Deny) => Err(refusal(

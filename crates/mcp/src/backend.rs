@@ -21,6 +21,8 @@ pub struct ExecSpec {
     pub cwd: Option<String>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
+    /// A local policy's limits on it (timeout, memory, processes).
+    pub limits: Option<cordon_server::wire::ExecLimitsView>,
 }
 
 /// How a command ended and what it wrote (what was kept of it).
@@ -35,6 +37,9 @@ pub struct ExecOutput {
     pub stderr_dropped: u64,
     /// Why it could not start, or what ended it.
     pub message: Option<String>,
+    /// The limits a policy put on it, as applied (the local policy's, or
+    /// with `--server` the server's).
+    pub limits: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone)]

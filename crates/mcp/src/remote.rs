@@ -256,6 +256,7 @@ impl Remote {
             stdout_dropped: reply["usage"]["stdout_dropped"].as_u64().unwrap_or(0),
             stderr_dropped: reply["usage"]["stderr_dropped"].as_u64().unwrap_or(0),
             message: reply["message"].as_str().map(str::to_owned),
+            limits: reply.get("limits").filter(|l| l.is_object()).cloned(),
         })
     }
 

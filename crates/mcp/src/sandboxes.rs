@@ -355,7 +355,7 @@ impl Sandboxes {
         cancel: CancellationToken,
     ) -> Result<ExecOutput, ToolError> {
         let session = self.session(caller, id)?;
-        let req = ExecRequest {
+        let mut req = ExecRequest {
             argv: spec.argv,
             env: spec.env,
             cwd: spec.cwd.map(Into::into),
@@ -363,7 +363,12 @@ impl Sandboxes {
             keep_stdin_open: false,
             timeout: Some(spec.timeout),
             output_limit: Some(KEPT_BYTES),
+            ..ExecRequest::default()
         };
+        // An allow with limits: the exec's timeout and its own rlimits.
+        let applied = spec
+            .limits
+            .map(|l| cordon_server::routes::exec::limit_exec(&mut req, &l));
         let process = session.exec(req).await?;
         let exit = tokio::select! {
             exit = process.wait() => exit,
@@ -378,6 +383,7 @@ impl Sandboxes {
             stdout_dropped: exit.usage.stdout_dropped,
             stderr_dropped: exit.usage.stderr_dropped,
             message: exit.message,
+            limits: applied.and_then(|l| serde_json::to_value(l).ok()),
             ..ExecOutput::default()
         };
         for e in process.events_now(0).0 {

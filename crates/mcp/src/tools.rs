@@ -279,7 +279,7 @@ impl CordonTools {
     }
 
     #[tool(
-        description = "Run a command in a sandbox and wait for it: argv (no shell) or script (sh -c), with optional cwd, env, stdin and timeout. Returns exit_code, stdout, stderr and timed_out. Each stream shows at most 16 KiB (head and tail); a longer one is saved whole in a file in the sandbox, named in the result's note.",
+        description = "Run a command in a sandbox and wait for it: argv (no shell) or script (sh -c), with optional cwd, env, stdin and timeout. Returns exit_code, stdout, stderr and timed_out (and limits, when a policy allowed it with limits). Each stream shows at most 16 KiB (head and tail); a longer one is saved whole in a file in the sandbox, named in the result's note.",
         annotations(
             title = "Run a command in a sandbox",
             read_only_hint = false,
@@ -441,23 +441,28 @@ impl CordonTools {
             cwd: args.cwd,
             stdin: args.stdin.map(String::into_bytes),
             timeout: timeout_of(&args.timeout)?,
+            limits: decided.as_ref().and_then(|d| d.limits),
         };
         // A cancelled call kills the command's whole tree.
         let exit = self
             .backend
             .exec(&caller, &args.sandbox_id, spec, ctx.ct.clone())
             .await?;
+        let applied = &exit.limits;
         self.backend.record(
             &caller,
             "exec",
             &args.sandbox_id,
             json!({"via": "mcp", "argv": argv, "exit_code": exit.exit_code, "timed_out": exit.timed_out,
-                   "rule": decided.as_ref().map(|d| &d.rule)}),
+                   "rule": decided.as_ref().map(|d| &d.rule), "limits": applied}),
         );
         let mut result = json!({
             "exit_code": exit.exit_code,
             "timed_out": exit.timed_out,
         });
+        if let Some(l) = applied {
+            result["limits"] = l.clone();
+        }
         let mut notes = Vec::new();
         for (name, data, dropped) in [
             ("stdout", exit.stdout, exit.stdout_dropped),

@@ -41,7 +41,7 @@ impl Modify for Bearer {
     components(schemas(
         ErrorBody, ErrorDetail,
         wire::CreateSandbox, wire::DurationValue, wire::SizeValue, wire::SandboxView,
-        wire::SandboxList, wire::LimitsView, wire::UsageView, wire::ExecBody, wire::ExecReply,
+        wire::SandboxList, wire::LimitsView, wire::UsageView, wire::ExecBody, wire::ExecReply, wire::ExecLimitsView,
         wire::ExitView, wire::ExecUsageView, wire::Started, wire::ProcessView,
         wire::ProcessList, wire::OutputReply, wire::SignalBody, wire::SignalValue, wire::Health,
         files::ListingView, files::EntryView,

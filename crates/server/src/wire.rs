@@ -202,6 +202,16 @@ pub struct ExitView {
     pub usage: ExecUsageView,
 }
 
+impl From<&cordon_approvals::Limits> for ExecLimitsView {
+    fn from(l: &cordon_approvals::Limits) -> ExecLimitsView {
+        ExecLimitsView {
+            memory: l.memory,
+            pids: l.pids,
+            timeout_ms: l.timeout_ms,
+        }
+    }
+}
+
 /// A unit enum's serde spelling (`timed_out`, `idle_timeout`, ...).
 pub fn word<T: Serialize>(v: &T) -> String {
     match serde_json::to_value(v) {
@@ -236,12 +246,35 @@ pub struct ExecReply {
     pub stderr_encoding: Option<String>,
     #[serde(flatten)]
     pub exit: ExitView,
+    /// The limits the policy's decision put on this exec, when it allowed
+    /// it with limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ExecLimitsView>,
 }
 
 /// The answer of a background exec.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Started {
     pub pid: u64,
+    /// As in [`ExecReply`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ExecLimitsView>,
+}
+
+/// Limits a policy's `allow with limits` put on one exec (only ever
+/// lower than the sandbox's own): `memory` bytes of address space per
+/// process (RLIMIT_AS), `pids` processes of the sandbox's user
+/// (RLIMIT_NPROC, the sandbox's other processes count too), `timeout_ms`
+/// the exec's timeout (the shorter of the request's and the policy's).
+/// Also the decision's own limits before they are applied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ExecLimitsView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

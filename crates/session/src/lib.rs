@@ -34,6 +34,7 @@ mod spawner;
 mod widen;
 
 pub use context::{CellError, CellResult, CodeContext, Language, DEFAULT_CELL_TIMEOUT};
+pub use cordon_jail::session::ExecLimits;
 pub use engine::{
     CreateSession, EndCause, Engine, EngineConfig, Process, Session, SessionInfo, SessionState,
     SessionUsage, Teardown,

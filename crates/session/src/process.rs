@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cordon_jail::session::ExecLimits;
 use serde::{Deserialize, Serialize};
 
 /// A command to run in a live session.
@@ -22,6 +23,9 @@ pub struct ExecRequest {
     pub timeout: Option<Duration>,
     /// Output kept per stream (bytes); the rest is counted and dropped.
     pub output_limit: Option<u64>,
+    /// Limits of this exec alone (a policy's): rlimits of its workload,
+    /// below the session's (see [`ExecLimits`]).
+    pub limits: ExecLimits,
 }
 
 /// Which stream a chunk came from.
@@ -186,6 +190,7 @@ impl Process {
             argv: req.argv.clone(),
             env,
             cwd,
+            limits: req.limits,
         };
         let reply = control
             .exec(

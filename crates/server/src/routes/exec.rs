@@ -20,8 +20,8 @@ use crate::error::{ApiError, ErrorBody};
 use crate::extract::{read_body, ApiJson, STDIN_BODY_LIMIT};
 use crate::state::AppState;
 use crate::wire::{
-    event_json, text_or_base64, ExecBody, ExecReply, ExitView, OutputReply, ProcessList,
-    ProcessView, SignalBody, Started,
+    event_json, text_or_base64, ExecBody, ExecLimitsView, ExecReply, ExitView, OutputReply,
+    ProcessList, ProcessView, SignalBody, Started,
 };
 
 pub const NDJSON: &str = "application/x-ndjson";
@@ -99,6 +99,7 @@ pub fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
             .map(|t| t.to_duration("timeout"))
             .transpose()?,
         output_limit: None,
+        limits: Default::default(),
     })
 }
 
@@ -131,21 +132,20 @@ pub async fn exec(
             },
         )
         .await?;
-    if let Some(ms) = allowed.limits.and_then(|l| l.timeout_ms) {
-        let cap = Duration::from_millis(ms);
-        req.timeout = Some(req.timeout.map_or(cap, |t| t.min(cap)));
-    }
+    let limits = allowed
+        .limits
+        .map(|l| limit_exec(&mut req, &ExecLimitsView::from(&l)));
     let process = session.exec(req).await?;
     let pid = process.id();
     state.audit().record(
         &caller,
         "exec",
         Some(&id),
-        json!({"pid": pid, "argv": body.argv, "cwd": body.cwd, "background": body.background, "rule": allowed.rule, "grant": allowed.grant}),
+        json!({"pid": pid, "argv": body.argv, "cwd": body.cwd, "background": body.background, "rule": allowed.rule, "grant": allowed.grant, "limits": limits}),
     );
     record_end(&state, &caller, &id, &process);
     if body.background {
-        return Ok((StatusCode::ACCEPTED, Json(Started { pid })).into_response());
+        return Ok((StatusCode::ACCEPTED, Json(Started { pid, limits })).into_response());
     }
     let guard = KillOnDrop(Some(process.clone()));
     if wants_ndjson(&headers) {
@@ -156,8 +156,28 @@ pub async fn exec(
             Some(guard),
         )));
     }
-    let reply = collect(process, guard).await;
+    let mut reply = collect(process, guard).await;
+    reply.limits = limits;
     Ok(Json(reply).into_response())
+}
+
+/// Put a policy's limits on an exec (here and in `cordon mcp --policy`):
+/// its timeout, and its own memory and process rlimits, each only ever
+/// tightening what the request asked. Returns the limits as applied.
+pub fn limit_exec(req: &mut ExecRequest, l: &ExecLimitsView) -> ExecLimitsView {
+    if let Some(ms) = l.timeout_ms {
+        let cap = Duration::from_millis(ms);
+        req.timeout = Some(req.timeout.map_or(cap, |t| t.min(cap)));
+    }
+    req.limits.tighten(l.memory, l.pids);
+    ExecLimitsView {
+        memory: req.limits.memory,
+        pids: req.limits.pids,
+        timeout_ms: l
+            .timeout_ms
+            .and(req.timeout)
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+    }
 }
 
 /// Record how the exec ended, whenever it does (foreground or not).
@@ -219,6 +239,7 @@ async fn collect(process: Arc<Process>, mut guard: KillOnDrop) -> ExecReply {
         stderr,
         stderr_encoding,
         exit: ExitView::from(&exit),
+        limits: None,
     }
 }
 
