@@ -522,6 +522,33 @@ impl Approvals {
         Ok(())
     }
 
+    /// Delete what is closed and older than `keep`: approvals answered or
+    /// expired before then (by their answer's time, else their expiry)
+    /// that no grant in force refers to, and the ended grants of approvals
+    /// no longer kept. Pending approvals and grants in force are never
+    /// deleted. Every approval, answer and grant stays in the audit store;
+    /// this database only needs what is pending or in force, so without
+    /// pruning it would grow with every ask. Returns the approvals deleted.
+    pub fn prune(&self, keep: Duration) -> Result<usize, ApprovalError> {
+        let keep_ms = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX);
+        let cutoff = i64::try_from(now_ms().saturating_sub(keep_ms)).unwrap_or(i64::MAX);
+        let db = lock(&self.db)?;
+        let approvals = db
+            .execute(
+                "DELETE FROM approvals WHERE state != 'pending'
+                   AND COALESCE(json_extract(json, '$.decided_unix_ms'), expires_ms) < ?1
+                   AND id NOT IN (SELECT approval FROM grants WHERE ended = 0)",
+                [cutoff],
+            )
+            .map_err(db_err)?;
+        db.execute(
+            "DELETE FROM grants WHERE ended != 0 AND approval NOT IN (SELECT id FROM approvals)",
+            [],
+        )
+        .map_err(db_err)?;
+        Ok(approvals)
+    }
+
     /// The exact and narrowed subject of an action (see [`Subject`]).
     pub fn subjects(action: &Action) -> (Subject, Subject) {
         (Subject::exact(action), Subject::narrowed(action))

@@ -306,3 +306,55 @@ async fn an_approval_answered_after_its_asker_left_lets_the_retry_through_once()
         .await
         .is_err());
 }
+
+/// Pruning deletes closed approvals older than the window and their ended
+/// grants, and never a pending approval or one whose grant is in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_keeps_what_is_pending_or_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, _) = gate(dir.path(), Duration::from_secs(30));
+    let store = g.approvals().clone();
+    // Denied (closed, no grant).
+    let t = answer_next(&g, Answer::Deny, "owner");
+    assert!(g
+        .check(ask_exec("agent", "sb-1", &["rm", "x"]))
+        .await
+        .is_err());
+    let denied = t.await.unwrap();
+    let approved_for_session = |session: &'static str, argv: &'static [&'static str]| {
+        let g = g.clone();
+        async move {
+            let session_scope = Answer::Approve {
+                scope: Scope::Session,
+                confirm: None,
+            };
+            let t = answer_next(&g, session_scope, "owner");
+            g.check(ask_exec("agent", session, argv)).await.unwrap();
+            t.await.unwrap()
+        }
+    };
+    // Approved for the session: closed, its grant in force.
+    let in_force = approved_for_session("sb-2", &["make", "build"]).await;
+    // Approved for the session, whose session then ended: grant ended.
+    let ended = approved_for_session("sb-3", &["make", "test"]).await;
+    store.session_ended("sb-3").unwrap();
+    // Pending: its asker went away.
+    let _ = tokio::time::timeout(
+        Duration::from_millis(200),
+        g.check(ask_exec("agent", "sb-4", &["deploy"])),
+    )
+    .await;
+    let pending = store.list(Some(ApprovalState::Pending)).remove(0).id;
+
+    // A window longer than their age deletes nothing.
+    assert_eq!(store.prune(Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(store.list(None).len(), 4);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(store.prune(Duration::ZERO).unwrap(), 2);
+    assert!(store.get(&denied).is_none(), "closed, no grant: pruned");
+    assert!(store.get(&ended).is_none(), "closed, grant ended: pruned");
+    assert!(store.get(&in_force).is_some(), "its grant is in force");
+    assert!(store.get(&pending).is_some(), "pending");
+    assert_eq!(store.live_grants(None, Some("sb-2")).unwrap().len(), 1);
+    assert!(store.live_grants(None, Some("sb-3")).unwrap().is_empty());
+}

@@ -17,6 +17,10 @@ use crate::audit::AuditLog;
 
 /// How often the sweeper looks for what ran out.
 const SWEEP_EVERY: Duration = Duration::from_millis(500);
+/// How often closed approvals are pruned, and how long they are kept
+/// (the audit store keeps them for good).
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+const KEEP_CLOSED: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A webhook delivery gives up after this.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -89,6 +93,18 @@ pub fn start(approvals: Arc<Approvals>, audit: AuditLog, webhook: Option<Webhook
             tick.tick().await;
             if let Err(e) = sweeper.sweep() {
                 tracing::warn!("approvals sweep: {e}");
+            }
+        }
+    });
+    let pruner = approvals.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PRUNE_EVERY);
+        loop {
+            tick.tick().await;
+            match pruner.prune(KEEP_CLOSED) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("approvals: pruned {n} closed more than 30 days ago"),
+                Err(e) => tracing::warn!("approvals prune: {e}"),
             }
         }
     });
