@@ -140,12 +140,32 @@ fn wait_ready(conn: &mut Conn, at_least: u64) {
     }
 }
 
-fn cycle(conn: &mut Conn) -> f64 {
+/// Waits until the pool holds its target, so that no build competes with
+/// what is measured next.
+fn wait_full(conn: &mut Conn) {
+    let t = Instant::now();
+    loop {
+        let p = pool(conn);
+        let (ready, target) = (
+            p["ready"].as_u64().unwrap_or(0),
+            p["target"].as_u64().unwrap_or(0),
+        );
+        if ready >= target || t.elapsed() > Duration::from_secs(120) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Create + exec `/bin/true` + delete: the whole cycle's milliseconds, and
+/// each step's.
+fn cycle(conn: &mut Conn) -> (f64, [f64; 3]) {
     let t = Instant::now();
     let id = conn.json("POST", "/v1/sandboxes", Some(&json!({})), 201)["id"]
         .as_str()
         .unwrap()
         .to_owned();
+    let created = t.elapsed();
     let r = conn.json(
         "POST",
         &format!("/v1/sandboxes/{id}/exec"),
@@ -153,8 +173,14 @@ fn cycle(conn: &mut Conn) -> f64 {
         200,
     );
     assert_eq!(r["exit_code"], 0, "{r}");
+    let executed = t.elapsed();
     conn.json("DELETE", &format!("/v1/sandboxes/{id}"), None, 204);
-    t.elapsed().as_secs_f64() * 1000.0
+    let all = t.elapsed();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    (
+        ms(all),
+        [ms(created), ms(executed - created), ms(all - executed)],
+    )
 }
 
 fn mem_available_kib() -> u64 {
@@ -191,7 +217,9 @@ fn main() {
     let per_client = flag("--per-client", 5);
     let server_pid = flag("--server-pid", 0) as u32;
 
-    // Baselines, in this run.
+    // Baselines, in this run, once the server's pool is built (its
+    // builds would otherwise slow the baselines down).
+    wait_full(&mut Conn::open(&socket));
     report(
         "bare exec /bin/true",
         &mut time_command("/bin/true", &[], runs),
@@ -229,16 +257,23 @@ fn main() {
     // refill rate (the next cycle starts once the pool has one ready).
     let before = pool(&mut conn);
     let mut warm = Vec::new();
+    let mut steps: [Vec<f64>; 3] = Default::default();
     for _ in 0..runs {
         wait_ready(&mut conn, 1);
-        warm.push(cycle(&mut conn));
+        let (all, each) = cycle(&mut conn);
+        warm.push(all);
+        for (v, ms) in steps.iter_mut().zip(each) {
+            v.push(ms);
+        }
     }
     let after = pool(&mut conn);
     let median = quantile(&mut warm, 0.5);
+    let [create, exec, delete] = steps.map(|mut v| round(quantile(&mut v, 0.5)));
     report(
         "warm pool: create + exec /bin/true + delete",
         &mut warm,
         json!({"x_bwrap_median": round(median / bwrap_median),
+               "create_median_ms": create, "exec_median_ms": exec, "delete_median_ms": delete,
                "pool_hits": after["hits"].as_u64().unwrap_or(0) - before["hits"].as_u64().unwrap_or(0),
                "pool_misses": after["misses"].as_u64().unwrap_or(0) - before["misses"].as_u64().unwrap_or(0)}),
     );
@@ -288,7 +323,7 @@ fn main() {
 
     // Many clients at once: create + exec + delete each, the pool (sized
     // for the burst) full first.
-    wait_ready(&mut conn, clients as u64);
+    wait_full(&mut conn);
     let before = pool(&mut conn);
     let started = Instant::now();
     let handles: Vec<_> = (0..clients)
@@ -298,7 +333,7 @@ fn main() {
                 let mut c = Conn::open(&socket);
                 (0..per_client)
                     .map(|_| {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c)))
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c).0))
                             .ok()
                     })
                     .collect::<Vec<_>>()
