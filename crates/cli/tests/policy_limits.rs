@@ -3,7 +3,10 @@
 //! surface, through the real binary: `cordon run --policy` tightens the
 //! run's limits before its sandbox is built, and `cordon serve --policy`
 //! puts them on the one exec it decided (its timeout, and rlimits of its
-//! workload, whether the exec was started on order or started ahead).
+//! workload, whether the exec was started on order or started ahead); a
+//! code context's cell takes the rule's timeout, and a cell whose rule
+//! asks for memory or process limits the running interpreter lacks is
+//! refused.
 //!
 //! Each payload is stopped under the rule's limit: a fork loop, an
 //! allocation of 256 MiB, a long sleep; the same payload not matched by the
@@ -40,6 +43,16 @@ when { context.argv.contains("limited") && context.argv.contains("memory") };
 @limit_timeout("1s")
 permit(principal, action == Action::"exec", resource)
 when { context.argv.contains("limited") && context.argv.contains("time") };
+
+@id("cells-slow")
+@limit_timeout("1s")
+permit(principal, action == Action::"exec", resource)
+when { context.command like "*# slow cell*" };
+
+@id("cells-small")
+@limit_memory("64MiB")
+permit(principal, action == Action::"exec", resource)
+when { context.command like "*# small cell*" };
 "#;
 
 /// Forks children that wait, until 32 or a refusal; prints how many.
@@ -433,4 +446,43 @@ fn serve_exec_timeout_limit_stops_a_sleep() {
     assert_eq!(r["exit_code"], 0, "{r}");
     assert_eq!(r["timed_out"], false, "{r}");
     assert!(took >= Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn serve_context_cells_take_the_timeout_and_refuse_limits_the_interpreter_lacks() {
+    if ready() {
+        return;
+    }
+    let srv = Server::start();
+    let sb = srv.create();
+    let r = srv.request(
+        "POST",
+        &format!("/v1/sandboxes/{sb}/contexts"),
+        Some(&json!({"language": "python"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let ctx = r.json()["id"].as_str().unwrap().to_owned();
+    let run = |code: &str| -> Reply {
+        srv.request(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/contexts/{ctx}/run"),
+            Some(&json!({"code": code, "timeout": "60s"})),
+        )
+    };
+    // The rule's 1s, not the request's 60s.
+    let started = Instant::now();
+    let r = run("import time\ntime.sleep(10)  # slow cell");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["error"]["name"], "TimeoutError", "{}", r.body);
+    assert!(started.elapsed() < Duration::from_secs(8));
+    // The interpreter runs without a memory limit of its own: a cell the
+    // rule limits is refused, and it did not run.
+    let r = run("x = b'a' * (256 << 20)  # small cell");
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("cells-small"), "{}", r.body);
+    let r = run("'x' in globals()");
+    assert_eq!(r.json()["value"], "False", "{}", r.body);
+    // The same cell without the rule runs.
+    let r = run("x = b'a' * (256 << 20)\nlen(x) >> 20");
+    assert_eq!(r.json()["value"], "256", "{}", r.body);
 }

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use axum::{Json, Router};
-use cordon_session::{CellResult, CodeContext, Language, DEFAULT_CELL_TIMEOUT};
+use cordon_session::{CellResult, CodeContext, ExecLimits, Language, DEFAULT_CELL_TIMEOUT};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -208,20 +209,28 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ContextView>), ApiError> {
     let session = state.session_for(&caller, &id)?;
     let language = Language::from_str(&body.language)?;
-    state
+    let allowed = state
         .check(&caller, Some(&id), cell_action(language, None))
         .await?;
     if state.contexts().count(&id)? >= MAX_CONTEXTS_PER_SANDBOX {
         return Err(too_many());
     }
-    let ctx = Arc::new(CodeContext::start(session, language).await?);
+    // An allow with limits: the interpreter's own rlimits, and a cap on
+    // every cell's timeout.
+    let mut limits = ExecLimits::default();
+    let mut max_cell = None;
+    if let Some(l) = allowed.limits {
+        limits.tighten(l.memory, l.pids);
+        max_cell = l.timeout_ms.map(Duration::from_millis);
+    }
+    let ctx = Arc::new(CodeContext::start_limited(session, language, limits, max_cell).await?);
     let ctx_id = new_context_id()?;
     state.contexts().insert(&id, ctx_id.clone(), ctx)?;
     state.audit().record(
         &caller,
         "context_create",
         Some(&id),
-        json!({"context": ctx_id, "language": language.as_str()}),
+        json!({"context": ctx_id, "language": language.as_str(), "limits": allowed.limits}),
     );
     let view = ContextView {
         id: ctx_id,
@@ -281,17 +290,33 @@ pub async fn run(
 ) -> Result<Json<CellReply>, ApiError> {
     state.session_for(&caller, &id)?;
     let ctx = state.contexts().get(&id, &ctx_id)?;
-    state
+    let allowed = state
         .check(
             &caller,
             Some(&id),
             cell_action(ctx.language(), Some(&body.code)),
         )
         .await?;
-    let timeout = match &body.timeout {
+    let mut timeout = match &body.timeout {
         Some(t) => t.to_duration("timeout")?,
         None => DEFAULT_CELL_TIMEOUT,
     };
+    if let Some(l) = allowed.limits {
+        if let Some(ms) = l.timeout_ms {
+            timeout = timeout.min(Duration::from_millis(ms));
+        }
+        // A running interpreter cannot take lower rlimits for one cell.
+        let have = ctx.limits();
+        let looser =
+            |have: Option<u64>, want: Option<u64>| want.is_some_and(|w| have.is_none_or(|h| h > w));
+        if looser(have.memory, l.memory) || looser(have.pids, l.pids) {
+            return Err(ApiError::forbidden(format!(
+                "the policy allows this cell only with limits (rule {}: memory {:?}, pids {:?}) that the context's running interpreter cannot take",
+                allowed.rule, l.memory, l.pids
+            ))
+            .with_fix("run the code with POST /v1/sandboxes/{id}/exec, which takes them, or start the context under a rule with limits at least as low"));
+        }
+    }
     // The cell runs to its end even if the client goes away, so the
     // interpreter stays in step with its cells (and keeps its state).
     let code = body.code.clone();
@@ -308,6 +333,7 @@ pub async fn run(
             "code": code,
             "error": result.error.as_ref().map(|e| &e.name),
             "restarted": result.restarted,
+            "limits": allowed.limits,
         }),
     );
     Ok(Json(CellReply::from(result)))

@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use cordon_jail::session::ExecLimits;
+
 use crate::engine::{Process, Session};
 use crate::error::{Result, SessionError};
 use crate::process::{EventKind, ExecRequest, ExitInfo, StreamName};
@@ -108,6 +110,10 @@ pub struct CellResult {
 pub struct CodeContext {
     session: Arc<Session>,
     language: Language,
+    /// The interpreter's own limits (a policy's), for a restart too.
+    limits: ExecLimits,
+    /// The longest any cell may run (a policy's), whatever a run asks.
+    max_cell: Option<Duration>,
     /// `None` after the interpreter died: the next run starts another.
     interpreter: Mutex<Option<Interpreter>>,
 }
@@ -115,10 +121,24 @@ pub struct CodeContext {
 impl CodeContext {
     /// Start an interpreter in `session` and wait until it is ready.
     pub async fn start(session: Arc<Session>, language: Language) -> Result<CodeContext> {
-        let interpreter = Interpreter::start(&session, language).await?;
+        CodeContext::start_limited(session, language, ExecLimits::default(), None).await
+    }
+
+    /// Start one whose interpreter (and every restart of it) runs with
+    /// these limits of its own, as an exec would, and whose cells run
+    /// `max_cell` at most.
+    pub async fn start_limited(
+        session: Arc<Session>,
+        language: Language,
+        limits: ExecLimits,
+        max_cell: Option<Duration>,
+    ) -> Result<CodeContext> {
+        let interpreter = Interpreter::start(&session, language, limits).await?;
         Ok(CodeContext {
             session,
             language,
+            limits,
+            max_cell,
             interpreter: Mutex::new(Some(interpreter)),
         })
     }
@@ -127,10 +147,16 @@ impl CodeContext {
         self.language
     }
 
+    /// The interpreter's own limits.
+    pub fn limits(&self) -> ExecLimits {
+        self.limits
+    }
+
     /// Run one cell. A cell still running after `timeout` has its
     /// interpreter killed (the error says so; the state is lost). Errors
     /// only when no interpreter can be started (the session ended, ...).
     pub async fn run(&self, code: &str, timeout: Duration) -> Result<CellResult> {
+        let timeout = self.max_cell.map_or(timeout, |m| timeout.min(m));
         let mut slot = self.interpreter.lock().await;
         self.session.touch();
         let mut restarted = false;
@@ -146,7 +172,9 @@ impl CodeContext {
                 Some(i) => i,
                 None => {
                     restarted = true;
-                    slot.insert(Interpreter::start(&self.session, self.language).await?)
+                    slot.insert(
+                        Interpreter::start(&self.session, self.language, self.limits).await?,
+                    )
                 }
             };
             interpreter.in_flight = true;
@@ -326,7 +354,11 @@ struct Exchange {
 }
 
 impl Interpreter {
-    async fn start(session: &Session, language: Language) -> Result<Interpreter> {
+    async fn start(
+        session: &Session,
+        language: Language,
+        limits: ExecLimits,
+    ) -> Result<Interpreter> {
         let Language::Python = language;
         let boundary = random_boundary()?;
         let process = session
@@ -341,6 +373,7 @@ impl Interpreter {
                 keep_stdin_open: true,
                 // Long-lived: the output is read cell by cell and bounded per cell.
                 output_limit: None,
+                limits,
                 ..ExecRequest::default()
             })
             .await?;
