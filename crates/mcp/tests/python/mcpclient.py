@@ -191,13 +191,13 @@ class ServeServer:
     """`cordon serve` on a socket in its own state directory, for
     `cordon mcp --server SOCKET`."""
 
-    def __init__(self, binary: Path, state: Path) -> None:
+    def __init__(self, binary: Path, state: Path, *args: str) -> None:
         self.socket = str(state / "cordon.sock")
         env = dict(os.environ, CORDON_STATE_DIR=str(state), XDG_STATE_HOME=str(state))
         self.log = state / "serve.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [str(binary), "serve", "--socket", self.socket, "--audit", str(state / "serve-audit.db")],
+                [str(binary), "serve", "--socket", self.socket, "--audit", str(state / "serve-audit.db"), *args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
             )  # fmt: skip
         deadline = time.monotonic() + 60
