@@ -287,10 +287,14 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(POLICY)
+    }
+
+    fn start_with(text: &str) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let policy = dir.join("policy.cedar");
-        std::fs::write(&policy, POLICY).unwrap();
+        std::fs::write(&policy, text).unwrap();
         let (child, _) = start_serve(&dir, &["--policy", policy.to_str().unwrap()]);
         Server {
             child: Some(child),
@@ -309,6 +313,26 @@ impl Server {
         let r = self.request("POST", "/v1/sandboxes", Some(&json!({})));
         assert_eq!(r.status, 201, "{}", r.body);
         r.json()["id"].as_str().unwrap().to_owned()
+    }
+
+    /// A python context in `sb`: its id.
+    fn context(&self, sb: &str) -> String {
+        let r = self.request(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/contexts"),
+            Some(&json!({"language": "python"})),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Run `code` in the context `ctx` of `sb` (timeout 60s).
+    fn cell(&self, sb: &str, ctx: &str, code: &str) -> Reply {
+        self.request(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/contexts/{ctx}/run"),
+            Some(&json!({"code": code, "timeout": "60s"})),
+        )
     }
 
     /// A foreground exec: its reply, and how long it took.
@@ -455,20 +479,8 @@ fn serve_context_cells_take_the_timeout_and_refuse_limits_the_interpreter_lacks(
     }
     let srv = Server::start();
     let sb = srv.create();
-    let r = srv.request(
-        "POST",
-        &format!("/v1/sandboxes/{sb}/contexts"),
-        Some(&json!({"language": "python"})),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let ctx = r.json()["id"].as_str().unwrap().to_owned();
-    let run = |code: &str| -> Reply {
-        srv.request(
-            "POST",
-            &format!("/v1/sandboxes/{sb}/contexts/{ctx}/run"),
-            Some(&json!({"code": code, "timeout": "60s"})),
-        )
-    };
+    let ctx = srv.context(&sb);
+    let run = |code: &str| srv.cell(&sb, &ctx, code);
     // The rule's 1s, not the request's 60s.
     let started = Instant::now();
     let r = run("import time\ntime.sleep(10)  # slow cell");
@@ -485,4 +497,32 @@ fn serve_context_cells_take_the_timeout_and_refuse_limits_the_interpreter_lacks(
     // The same cell without the rule runs.
     let r = run("x = b'a' * (256 << 20)\nlen(x) >> 20");
     assert_eq!(r.json()["value"], "256", "{}", r.body);
+}
+
+#[test]
+fn serve_context_started_under_limits_keeps_them_for_every_cell() {
+    if ready() {
+        return;
+    }
+    // Starting the interpreter (`["python3"]`) is allowed with 64 MiB and
+    // a cap of 1s on every cell.
+    let srv = Server::start_with(&format!(
+        "{POLICY}\n@id(\"interpreter-small\")\n@limit_memory(\"64MiB\")\n@limit_timeout(\"1s\")\npermit(principal, action == Action::\"exec\", resource)\nwhen {{ context.command == \"python3\" }};\n"
+    ));
+    let sb = srv.create();
+    let ctx = srv.context(&sb);
+    let r = srv.cell(&sb, &ctx, "x = b'a' * (256 << 20)\nlen(x) >> 20");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["error"]["name"], "MemoryError", "{}", r.body);
+    let started = Instant::now();
+    let r = srv.cell(&sb, &ctx, "import time\ntime.sleep(10)");
+    assert_eq!(r.json()["error"]["name"], "TimeoutError", "{}", r.body);
+    assert!(started.elapsed() < Duration::from_secs(8));
+    // The interpreter was restarted with its limits: a cell whose rule
+    // asks for 64 MiB runs (the interpreter is under them), and still
+    // cannot allocate 256 MiB.
+    let r = srv.cell(&sb, &ctx, "y = b'a' * (256 << 20)  # small cell");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["error"]["name"], "MemoryError", "{}", r.body);
+    assert_eq!(r.json()["restarted"], true, "{}", r.body);
 }
