@@ -28,62 +28,13 @@ use serde_json::{json, Value};
 /// Each rule matches a command with the word "limited" among its
 /// arguments; the same command with "free" is decided by the default
 /// (allowed, without limits).
-const POLICY: &str = r#"
-@id("forks-limited")
-@limit_pids("8")
-permit(principal, action == Action::"exec", resource)
-when { context.argv.contains("limited") && context.argv.contains("forks") };
-
-@id("memory-limited")
-@limit_memory("64MiB")
-permit(principal, action == Action::"exec", resource)
-when { context.argv.contains("limited") && context.argv.contains("memory") };
-
-@id("time-limited")
-@limit_timeout("1s")
-permit(principal, action == Action::"exec", resource)
-when { context.argv.contains("limited") && context.argv.contains("time") };
-
-@id("cells-slow")
-@limit_timeout("1s")
-permit(principal, action == Action::"exec", resource)
-when { context.command like "*# slow cell*" };
-
-@id("cells-small")
-@limit_memory("64MiB")
-permit(principal, action == Action::"exec", resource)
-when { context.command like "*# small cell*" };
-"#;
+const POLICY: &str = include_str!("fixtures/policy_limits/policy.cedar");
 
 /// Forks children that wait, until 32 or a refusal; prints how many.
-const FORKS: &str = r#"
-import errno, os, sys, time
-n = 0
-for _ in range(32):
-    try:
-        pid = os.fork()
-    except OSError as e:
-        print("forked", n, "then", errno.errorcode[e.errno], flush=True)
-        sys.exit(1)
-    if pid == 0:
-        time.sleep(60)
-        os._exit(0)
-    n += 1
-print("forked", n, "and never refused", flush=True)
-"#;
+const FORKS: &str = include_str!("fixtures/policy_limits/forks.py");
 
 /// 256 MiB in 16 MiB chunks, every page written.
-const MEMORY: &str = r#"
-import sys
-chunks = []
-try:
-    for _ in range(16):
-        chunks.append(b"\x01" * (16 << 20))
-    print("allocated 256MiB", flush=True)
-except MemoryError:
-    print("MemoryError after", len(chunks), "chunks", flush=True)
-    sys.exit(3)
-"#;
+const MEMORY: &str = include_str!("fixtures/policy_limits/memory.py");
 
 fn ready() -> bool {
     skip_unless(
@@ -373,12 +324,8 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(c.id() as i32).unwrap(),
-                rustix::process::Signal::TERM,
-            );
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            stop_serve(c);
         }
     }
 }

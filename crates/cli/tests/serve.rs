@@ -113,12 +113,8 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_raw(c.id() as i32).unwrap(),
-                rustix::process::Signal::TERM,
-            );
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            stop_serve(c);
         }
     }
 }

@@ -646,6 +646,15 @@ pub fn start_serve(dir: &Path, flags: &[&str]) -> (std::process::Child, serde_js
     (child, ready)
 }
 
+/// Stop a server of [`start_serve`] (SIGTERM) and reap it.
+pub fn stop_serve(mut child: std::process::Child) {
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).expect("a pid"),
+        rustix::process::Signal::TERM,
+    );
+    let _ = child.wait();
+}
+
 /// One HTTP/1.0 request on `s` (the server answers unchunked and closes):
 /// the status and the body. `token` is sent as a bearer token.
 pub fn http_request(

@@ -19,52 +19,14 @@ from typing import Any, List
 import anyio
 import pytest
 
-from mcpclient import ServeServer, over_stdio
+from mcpclient import REPO, ServeServer, over_stdio
 
-POLICY = """
-@id("forks-limited")
-@limit_pids("8")
-permit(principal, action == Action::"exec", resource)
-when { context.argv.contains("limited") && context.argv.contains("forks") };
-
-@id("memory-limited")
-@limit_memory("64MiB")
-permit(principal, action == Action::"exec", resource)
-when { context.argv.contains("limited") && context.argv.contains("memory") };
-
-@id("time-limited")
-@limit_timeout("1s")
-permit(principal, action == Action::"exec", resource)
-when { context.argv.contains("limited") && context.argv.contains("time") };
-"""
-
-FORKS = """
-import errno, os, sys, time
-n = 0
-for _ in range(32):
-    try:
-        pid = os.fork()
-    except OSError as e:
-        print("forked", n, "then", errno.errorcode[e.errno], flush=True)
-        sys.exit(1)
-    if pid == 0:
-        time.sleep(60)
-        os._exit(0)
-    n += 1
-print("forked", n, "and never refused", flush=True)
-"""
-
-MEMORY = """
-import sys
-chunks = []
-try:
-    for _ in range(16):
-        chunks.append(b"\\x01" * (16 << 20))
-    print("allocated 256MiB", flush=True)
-except MemoryError:
-    print("MemoryError after", len(chunks), "chunks", flush=True)
-    sys.exit(3)
-"""
+FIXTURES = REPO / "crates" / "cli" / "tests" / "fixtures" / "policy_limits"
+# Shared with crates/cli/tests/policy_limits.rs: the rules, a fork loop
+# (up to 32 children) and an allocation of 256 MiB (exit 3 on MemoryError).
+POLICY = (FIXTURES / "policy.cedar").read_text()
+FORKS = (FIXTURES / "forks.py").read_text()
+MEMORY = (FIXTURES / "memory.py").read_text()
 
 
 def forked(stdout: str) -> int | None:
