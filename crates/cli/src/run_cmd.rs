@@ -657,7 +657,8 @@ fn limits_in_force(l: &cordon_jail::Limits) -> serde_json::Value {
     })
 }
 
-/// "memory 64 MiB, pids 8, timeout 1s" (what is unlimited is said so).
+/// "memory 64MiB, processes 8, timeout 1s" (what is unlimited is said
+/// so).
 fn limits_in_words(l: &cordon_jail::Limits) -> String {
     let memory = l.memory.map_or("unlimited".to_owned(), |m| {
         cordon_policy::ByteSize(m).to_string()

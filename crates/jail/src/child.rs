@@ -52,8 +52,9 @@ pub(crate) struct ChildContext<'a> {
     /// The workload's Landlock ruleset, built ahead by a session's init
     /// (`None`: the workload builds it).
     pub landlock: Option<&'a landlock_rules::Prepared>,
-    /// Limits of one exec of a session, set as rlimits after the spec's
-    /// whatever the cgroup does (empty for a run and a session's init).
+    /// Limits of one exec of a session, set as rlimits after the spec's,
+    /// whether or not a cgroup holds the session's (empty for a run and
+    /// for a session's init).
     pub exec_limits: crate::session::ExecLimits,
 }
 
