@@ -15,8 +15,8 @@ use tokio::io::unix::AsyncFd;
 
 use crate::control::Control;
 use crate::error::{Result, SessionError};
-use crate::process::ExecRequest;
 pub use crate::process::Process;
+use crate::process::{ExecBook, ExecRequest};
 use crate::spawner::{read_frame_with_fds, write_frame, Reply, Request, Spawner};
 use crate::widen::{ActiveWidening, Widening, WideningId};
 
@@ -30,6 +30,12 @@ pub struct EngineConfig {
     /// Output kept per process for re-attaching (bytes); older output is
     /// dropped first.
     pub event_buffer: usize,
+    /// Output kept of a session's finished execs, all together (bytes);
+    /// past it the oldest finished exec's output is dropped.
+    pub finished_output: usize,
+    /// Finished execs whose output is kept, per session; past it the
+    /// oldest one's output is dropped.
+    pub finished_kept: usize,
     /// Warm pools (one per profile): sandboxes built ahead from each base
     /// spec's shape (crate::pool), claimed by creates whose spec differs
     /// from one only
@@ -43,6 +49,8 @@ impl Default for EngineConfig {
             max_sessions: 1000,
             max_execs_per_session: 64,
             event_buffer: 4 << 20,
+            finished_output: 64 << 20,
+            finished_kept: 1000,
             pools: Vec::new(),
         }
     }
@@ -514,6 +522,8 @@ pub struct Session {
     ended: Mutex<Option<EndCause>>,
     end_signal: tokio::sync::Notify,
     processes: Mutex<Vec<Arc<Process>>>,
+    /// How many execs run; which finished ones keep their output.
+    book: Arc<ExecBook>,
     next_process: AtomicU64,
     event_buffer: usize,
     /// The engine, for changes made through the spawner (widenings).
@@ -545,6 +555,7 @@ impl Session {
             ended: Mutex::new(None),
             end_signal: tokio::sync::Notify::new(),
             processes: Mutex::new(Vec::new()),
+            book: Arc::new(ExecBook::new(config.finished_output, config.finished_kept)),
             next_process: AtomicU64::new(1),
             event_buffer: config.event_buffer,
             engine: Arc::downgrade(&engine.inner),
@@ -564,7 +575,7 @@ impl Session {
     pub fn info(&self) -> SessionInfo {
         let ended = self.ended.lock().ok().and_then(|e| *e);
         let usage = cordon_jail::session::current_usage(&self.cgroup_dirs);
-        let processes = self.processes();
+        let execs_total = self.processes.lock().map_or(0, |l| l.len()) as u64;
         SessionInfo {
             id: self.id.clone(),
             owner: self.owner.clone(),
@@ -579,8 +590,8 @@ impl Session {
                 memory_bytes: usage.memory_bytes,
                 pids: usage.pids,
                 cpu_usec: usage.cpu_usec,
-                execs_total: processes.len() as u64,
-                execs_running: processes.iter().filter(|p| p.exit().is_none()).count() as u64,
+                execs_total,
+                execs_running: self.book.running() as u64,
             },
         }
     }
@@ -731,11 +742,7 @@ impl Session {
         if req.argv.is_empty() {
             return Err(SessionError::Invalid("argv is empty".into()));
         }
-        let running = self
-            .processes()
-            .iter()
-            .filter(|p| p.exit().is_none())
-            .count();
+        let running = self.book.running();
         if running >= self.control.max_execs {
             return Err(SessionError::AtCapacity(format!(
                 "{running} commands are running in this sandbox, the most it allows"
@@ -746,6 +753,7 @@ impl Session {
         let cwd = req.cwd.clone().unwrap_or_else(|| self.spec.cwd.clone());
         let process = Process::start(
             self.control.clone(),
+            self.book.clone(),
             id,
             &req,
             env,
@@ -806,7 +814,7 @@ impl Session {
             let now = self.started.elapsed();
             let mut deadline: Option<(Duration, EndCause)> = self.ttl.map(|t| (t, EndCause::Ttl));
             if let Some(idle) = self.idle_timeout {
-                let busy = self.processes().iter().any(|p| p.exit().is_none());
+                let busy = self.book.running() > 0;
                 let last = Duration::from_millis(self.last_active_ms.load(Ordering::Relaxed));
                 let at = if busy { now + idle } else { last + idle };
                 if deadline.is_none_or(|(d, _)| at < d) {

@@ -108,6 +108,7 @@ pub enum EventKind {
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -123,12 +124,79 @@ use crate::error::{Result, SessionError};
 /// Largest chunk read from an output pipe at once.
 const CHUNK: usize = 64 * 1024;
 
+/// A session's account of its execs: how many run, and which finished
+/// ones still hold output for re-attaching.
+///
+/// Every exec keeps up to the engine's `event_buffer` of output while it
+/// runs, and afterwards for re-attaching; without a bound on the finished
+/// ones a long session (an agent's thousands of commands) would hold the
+/// output of each of them in the server's memory. Once an exec has ended
+/// its output counts against the session's `output_budget`; past that, or
+/// past `keep_finished` execs, the oldest finished exec's output is dropped
+/// (a re-attach then gets a `gap` event before `exited`). Counting here
+/// also keeps an exec's start and the idle check from walking every exec
+/// the session ever ran.
+#[derive(Debug)]
+pub(crate) struct ExecBook {
+    running: AtomicUsize,
+    finished: Mutex<Finished>,
+    output_budget: usize,
+    keep_finished: usize,
+}
+
+#[derive(Debug, Default)]
+struct Finished {
+    /// Oldest first: each finished exec that still holds output, and how much.
+    holding: VecDeque<(std::sync::Weak<Process>, usize)>,
+    bytes: usize,
+}
+
+impl ExecBook {
+    pub(crate) fn new(output_budget: usize, keep_finished: usize) -> ExecBook {
+        ExecBook {
+            running: AtomicUsize::new(0),
+            finished: Mutex::new(Finished::default()),
+            output_budget,
+            keep_finished,
+        }
+    }
+
+    /// Execs started and not yet ended.
+    pub(crate) fn running(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// `p` has ended: its output joins the finished ones', and the oldest
+    /// are dropped until they fit again.
+    fn ended(&self, p: &Arc<Process>) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+        let held = p.held();
+        let Ok(mut f) = self.finished.lock() else {
+            return;
+        };
+        if held > 0 {
+            f.holding.push_back((Arc::downgrade(p), held));
+            f.bytes += held;
+        }
+        while f.bytes > self.output_budget || f.holding.len() > self.keep_finished {
+            let Some((oldest, bytes)) = f.holding.pop_front() else {
+                break;
+            };
+            f.bytes -= bytes;
+            if let Some(oldest) = oldest.upgrade() {
+                oldest.drop_output();
+            }
+        }
+    }
+}
+
 /// One exec: a process tree in its own PID namespace inside the session.
 #[derive(Debug)]
 pub struct Process {
     id: u64,
     argv: Vec<String>,
     control: Arc<Control>,
+    book: Arc<ExecBook>,
     state: Mutex<ProcState>,
     /// The last event's seq: waiters wake when it changes.
     changed: watch::Sender<u64>,
@@ -163,8 +231,10 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd)> {
 }
 
 impl Process {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         control: Arc<Control>,
+        book: Arc<ExecBook>,
         id: u64,
         req: &ExecRequest,
         env: Vec<(String, String)>,
@@ -209,10 +279,12 @@ impl Process {
         let stdin =
             pipe::Sender::from_owned_fd(stdin_w).map_err(|e| SessionError::io("stdin pipe", e))?;
         let (changed, _) = watch::channel(0);
+        book.running.fetch_add(1, Ordering::AcqRel);
         let process = Arc::new(Process {
             id,
             argv: req.argv.clone(),
             control,
+            book,
             state: Mutex::new(ProcState {
                 next_seq: 1,
                 ..ProcState::default()
@@ -344,10 +416,31 @@ impl Process {
             stderr_dropped: dropped[1],
         };
         let info = exit_info(&report, self.killed(), usage);
+        // Counted as ended before anyone can see it ended (`wait`).
+        self.book.ended(&self);
         if let Ok(mut s) = self.state.lock() {
             s.exit = Some(info.clone());
         }
         self.push(EventKind::Exited(info), cap);
+    }
+
+    /// Bytes of output held for re-attaching.
+    fn held(&self) -> usize {
+        self.state.lock().map_or(0, |s| s.held)
+    }
+
+    /// Drop every output event held (the session's budget for finished
+    /// execs is spent); `started` and `exited` stay.
+    fn drop_output(&self) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        let before = s.events.len();
+        s.events
+            .retain(|e| !matches!(e.kind, EventKind::Output { .. }));
+        let dropped = (before - s.events.len()) as u64;
+        s.dropped += dropped;
+        s.held = 0;
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -429,16 +522,22 @@ impl Process {
             return (Vec::new(), true);
         };
         let mut out = Vec::new();
-        let first_kept = s.events.front().map_or(s.next_seq, |e| e.seq);
-        if s.dropped > 0 && after_seq + 1 < first_kept {
-            out.push(Event {
-                seq: after_seq + 1,
-                kind: EventKind::Gap {
-                    dropped_events: s.dropped,
-                },
-            });
+        // Dropped events leave holes in the seqs (output is dropped
+        // oldest first, but `started` stays before it): each hole after
+        // `after_seq` is reported as a gap of its size where it is.
+        let mut expected = after_seq + 1;
+        for e in s.events.iter().filter(|e| e.seq > after_seq) {
+            if e.seq > expected {
+                out.push(Event {
+                    seq: expected,
+                    kind: EventKind::Gap {
+                        dropped_events: e.seq - expected,
+                    },
+                });
+            }
+            out.push(e.clone());
+            expected = e.seq + 1;
         }
-        out.extend(s.events.iter().filter(|e| e.seq > after_seq).cloned());
         let last = out.last().map_or(after_seq, |e| e.seq);
         let done = s.exit.is_some() && last + 1 >= s.next_seq;
         (out, done)

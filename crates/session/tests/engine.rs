@@ -170,6 +170,95 @@ async fn timeout_kills_the_tree_not_the_session(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// What each event of a finished exec is, in order: `S`tarted, `O`utput,
+/// `G`ap, `E`xited; and the output bytes kept.
+fn shape(p: &cordon_session::Process) -> (String, usize) {
+    let (events, done) = p.events_now(0);
+    assert!(done);
+    let mut shape = String::new();
+    let mut bytes = 0;
+    for e in events {
+        let c = match e.kind {
+            EventKind::Started { .. } => 'S',
+            EventKind::Output { data, .. } => {
+                bytes += data.len();
+                'O'
+            }
+            EventKind::Gap { .. } => 'G',
+            EventKind::Exited(_) => 'E',
+        };
+        if !shape.ends_with(c) {
+            shape.push(c);
+        }
+    }
+    (shape, bytes)
+}
+
+/// An exec's output beyond its buffer is dropped oldest first and the
+/// re-attach says where (a gap right after `started`); the finished
+/// execs of a session keep output only within the session's budget and
+/// count (here 100,000 bytes and 3 execs), the newest kept: a long session
+/// cannot grow the server's memory with every command's output.
+async fn finished_execs_keep_output_within_the_budget(engine: &Engine) {
+    let sb = create(engine).await;
+    let print = |bytes: usize| {
+        req(&[
+            "sh",
+            "-c",
+            &format!("head -c {bytes} /dev/zero | tr '\\0' a"),
+        ])
+    };
+    let big = sb
+        .exec(print(300_000))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    big.wait().await;
+    let (shape_of_big, kept) = shape(&big);
+    assert_eq!(
+        shape_of_big, "SGOE",
+        "the dropped output is a gap where it was"
+    );
+    assert!(kept <= 64 << 10, "{kept} bytes kept of a 64 KiB buffer");
+    let mut small = Vec::new();
+    for i in 0..4 {
+        let p = sb
+            .exec(req(&["echo", &format!("out{i}")]))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        p.wait().await;
+        small.push(p);
+    }
+    // Five finished with output, three kept: the oldest two dropped.
+    assert_eq!(shape(&big).0, "SGE");
+    assert_eq!(shape(&small[0]).0, "SGE");
+    for p in &small[1..] {
+        assert_eq!(shape(p), ("SOE".to_string(), 5), "kept");
+    }
+    // Two of 60,000 bytes: over the budget, so everything older goes
+    // until they fit, and then the older of the two.
+    let a = sb
+        .exec(print(60_000))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    a.wait().await;
+    let b = sb
+        .exec(print(60_000))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    b.wait().await;
+    assert_eq!(shape(&a).0, "SGE");
+    assert_eq!(shape(&b), ("SOE".to_string(), 60_000));
+    for p in &small {
+        assert_eq!(shape(p).0, "SGE");
+    }
+    let usage = sb.info().usage;
+    assert_eq!((usage.execs_total, usage.execs_running), (7, 0));
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Output can be read again from any point after the process is gone.
 async fn reattach_after_exit(engine: &Engine) {
     let sb = create(engine).await;
@@ -601,6 +690,7 @@ const CASES: &[&str] = &[
     "pool_claim_gives_binds_and_limits",
     "pool_items_are_single_use",
     "pool_claim_rlimits_reach_every_exec",
+    "finished_execs_keep_output_within_the_budget",
 ];
 
 fn main() {
@@ -626,6 +716,10 @@ fn main() {
         Err(e) => panic!("fork the spawner: {e}"),
     };
     std::env::remove_var(cordon_jail::test_switch::VAR);
+    let bounded_spawner = match Spawner::fork() {
+        Ok(s) => s,
+        Err(e) => panic!("fork the spawner: {e}"),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -693,6 +787,17 @@ fn main() {
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
         case!(pool_claim_rlimits_reach_every_exec, &pooled);
+        let bounded = Engine::new(
+            bounded_spawner,
+            EngineConfig {
+                event_buffer: 64 << 10,
+                finished_output: 100_000,
+                finished_kept: 3,
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        case!(finished_execs_keep_output_within_the_budget, &bounded);
         println!(
             "test result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out",
             CASES.len()
