@@ -279,7 +279,6 @@ impl Process {
         let stdin =
             pipe::Sender::from_owned_fd(stdin_w).map_err(|e| SessionError::io("stdin pipe", e))?;
         let (changed, _) = watch::channel(0);
-        book.running.fetch_add(1, Ordering::AcqRel);
         let process = Arc::new(Process {
             id,
             argv: req.argv.clone(),
@@ -310,6 +309,8 @@ impl Process {
             report: pipe::Receiver::from_owned_fd(rep_r)
                 .map_err(|e| SessionError::io("report pipe", e))?,
         };
+        // Counted once nothing can fail before `run`, which ends the count.
+        process.book.running.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(
             process
                 .clone()
