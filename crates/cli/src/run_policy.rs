@@ -174,25 +174,10 @@ impl RunPolicy {
         let rule = decision.rule.to_string();
         let subject = subject(&action);
         let (verdict, answer) = match &decision.effect {
-            Effect::Allow => (
+            Effect::Allow | Effect::AllowWithLimits { .. } => (
                 Verdict::Allowed {
                     rule: rule.clone(),
-                    limits: None,
-                },
-                None,
-            ),
-            Effect::AllowWithLimits {
-                memory,
-                pids,
-                timeout_ms,
-            } => (
-                Verdict::Allowed {
-                    rule: rule.clone(),
-                    limits: Some(ExecLimitsView {
-                        memory: *memory,
-                        pids: *pids,
-                        timeout_ms: *timeout_ms,
-                    }),
+                    limits: ExecLimitsView::of_effect(&decision.effect),
                 },
                 None,
             ),

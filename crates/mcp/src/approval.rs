@@ -119,23 +119,10 @@ impl Approvals {
             }))
         };
         match &d.effect {
-            Effect::Allow => Ok(Allowed {
+            Effect::Allow | Effect::AllowWithLimits { .. } => Ok(Allowed {
                 rule,
                 answer: None,
-                limits: None,
-            }),
-            Effect::AllowWithLimits {
-                memory,
-                pids,
-                timeout_ms,
-            } => Ok(Allowed {
-                rule,
-                answer: None,
-                limits: Some(ExecLimitsView {
-                    memory: *memory,
-                    pids: *pids,
-                    timeout_ms: *timeout_ms,
-                }),
+                limits: ExecLimitsView::of_effect(&d.effect),
             }),
             Effect::Deny => Err(refusal(
                 "policy_denied",

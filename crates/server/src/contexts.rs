@@ -310,9 +310,12 @@ pub async fn run(
         let looser =
             |have: Option<u64>, want: Option<u64>| want.is_some_and(|w| have.is_none_or(|h| h > w));
         if looser(have.memory, l.memory) || looser(have.pids, l.pids) {
+            let shown = |v: Option<u64>| v.map_or("none".to_owned(), |v| v.to_string());
             return Err(ApiError::forbidden(format!(
-                "the policy allows this cell only with limits (rule {}: memory {:?}, pids {:?}) that the context's running interpreter cannot take",
-                allowed.rule, l.memory, l.pids
+                "the policy allows this cell only with limits (rule {}: memory {} bytes, pids {}) that the context's running interpreter cannot take",
+                allowed.rule,
+                shown(l.memory),
+                shown(l.pids)
             ))
             .with_fix("run the code with POST /v1/sandboxes/{id}/exec, which takes them, or start the context under a rule with limits at least as low"));
         }

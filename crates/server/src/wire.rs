@@ -202,6 +202,25 @@ pub struct ExitView {
     pub usage: ExecUsageView,
 }
 
+impl ExecLimitsView {
+    /// The limits of a decision that allows with limits; `None` for any
+    /// other effect.
+    pub fn of_effect(effect: &cordon_authz::Effect) -> Option<ExecLimitsView> {
+        match *effect {
+            cordon_authz::Effect::AllowWithLimits {
+                memory,
+                pids,
+                timeout_ms,
+            } => Some(ExecLimitsView {
+                memory,
+                pids,
+                timeout_ms,
+            }),
+            _ => None,
+        }
+    }
+}
+
 impl From<&cordon_approvals::Limits> for ExecLimitsView {
     fn from(l: &cordon_approvals::Limits) -> ExecLimitsView {
         ExecLimitsView {
