@@ -11,6 +11,8 @@ use tree_sitter::StreamingIterator;
 use crate::error::Error;
 use crate::finding::{Finding, HostRef};
 use crate::lang::Language;
+use crate::narrow::{match_roots, Where};
+use crate::prefilter::{Hits, Pattern};
 use crate::rules::{Compiled, LangRules, Owner, Rule, RulePack};
 use crate::text::{literal_value, role, snippet, LineIndex, NodeRole};
 
@@ -281,9 +283,10 @@ impl Scanner {
         embeds: bool,
         out: &mut ScanResult,
     ) -> Result<Vec<(Language, &'s str, usize)>, Error> {
-        let present = rules.literals.present(unit.source);
+        let hits = rules.literals.hits(unit.source);
+        let present = &hits.present;
         let rule_live = rules.rules.iter().enumerate().filter(|(_, q)| {
-            q.possible(&present)
+            q.possible(present)
                 && self
                     .compiled
                     .rules
@@ -294,45 +297,52 @@ impl Scanner {
             .embeds
             .iter()
             .enumerate()
-            .filter(|(_, q)| embeds && q.possible(&present));
+            .filter(|(_, q)| embeds && q.possible(present));
         let live: Vec<Owner> = rule_live
             .map(|(i, _)| Owner::Rule(i))
             .chain(embed_live.map(|(i, _)| Owner::Embed(i)))
             .collect();
         let mut inner = Vec::new();
-        run_queries(rules, &live, unit, tree, |owner, query, m| match owner {
-            Owner::Rule(i) => {
-                let Some(rule) = rules
-                    .rules
-                    .get(i)
-                    .and_then(|q| self.compiled.rules.get(q.owner))
-                else {
-                    return;
-                };
-                let hit = query.capture_index_for_name("hit");
-                let node = m
-                    .captures()
-                    .iter()
-                    .find(|c| Some(c.index) == hit)
-                    .or_else(|| m.captures().first());
-                if let Some(c) = node {
-                    out.findings.push(unit.finding(rule, c.node.start_byte()));
-                }
-            }
-            Owner::Embed(i) => {
-                let (Some(code), Some(q)) =
-                    (query.capture_index_for_name("code"), rules.embeds.get(i))
-                else {
-                    return;
-                };
-                for c in m.captures().iter().filter(|c| c.index == code) {
-                    let (text, start) = literal_value(unit.lang, &c.node, unit.source);
-                    if !text.trim().is_empty() {
-                        inner.push((q.owner, text, start));
+        run_queries(
+            rules,
+            &live,
+            unit,
+            tree,
+            &hits,
+            |owner, query, m| match owner {
+                Owner::Rule(i) => {
+                    let Some(rule) = rules
+                        .rules
+                        .get(i)
+                        .and_then(|q| self.compiled.rules.get(q.owner))
+                    else {
+                        return;
+                    };
+                    let hit = query.capture_index_for_name("hit");
+                    let node = m
+                        .captures()
+                        .iter()
+                        .find(|c| Some(c.index) == hit)
+                        .or_else(|| m.captures().first());
+                    if let Some(c) = node {
+                        out.findings.push(unit.finding(rule, c.node.start_byte()));
                     }
                 }
-            }
-        })?;
+                Owner::Embed(i) => {
+                    let (Some(code), Some(q)) =
+                        (query.capture_index_for_name("code"), rules.embeds.get(i))
+                    else {
+                        return;
+                    };
+                    for c in m.captures().iter().filter(|c| c.index == code) {
+                        let (text, start) = literal_value(unit.lang, &c.node, unit.source);
+                        if !text.trim().is_empty() {
+                            inner.push((q.owner, text, start));
+                        }
+                    }
+                }
+            },
+        )?;
         Ok(inner)
     }
 
@@ -388,24 +398,36 @@ impl Scanner {
 const COMBINE_OVER: usize = 1;
 
 /// Run the `live` queries over the tree (as the combined query when there
-/// are more than [`COMBINE_OVER`]): `found` gets each match with the query
-/// it belongs to and the compiled query that matched.
+/// are more than [`COMBINE_OVER`]), each starting only at the nodes its
+/// matches can be rooted at (`crate::narrow`): `found` gets each match with the
+/// query it belongs to and the compiled query that matched.
 fn run_queries(
     rules: &LangRules,
     live: &[Owner],
     unit: &Unit<'_>,
     tree: &tree_sitter::Tree,
+    hits: &Hits,
     mut found: impl FnMut(Owner, &tree_sitter::Query, &tree_sitter::QueryMatch<'_, '_>),
 ) -> Result<(), Error> {
     let mut cursor = tree_sitter::QueryCursor::new();
     let source = unit.source.as_bytes();
     if live.len() > COMBINE_OVER {
         let all = rules.combined(unit.lang)?;
-        let mut matches = cursor.matches(&all.query, tree.root_node(), source);
-        while let Some(m) = matches.next() {
-            match all.owner.get(m.pattern_index) {
-                Some(owner) if live.contains(owner) => found(*owner, &all.query, m),
-                _ => {}
+        let patterns: Vec<Option<&Pattern>> = all
+            .owner
+            .iter()
+            .zip(&all.patterns)
+            .filter(|(owner, _)| live.contains(owner))
+            .map(|(_, p)| p.as_ref())
+            .filter(|p| p.is_none_or(|p| p.possible(&hits.present)))
+            .collect();
+        for node in starts(&mut cursor, match_roots(tree, hits, &patterns), tree) {
+            let mut matches = cursor.matches(&all.query, node, source);
+            while let Some(m) = matches.next() {
+                match all.owner.get(m.pattern_index) {
+                    Some(owner) if live.contains(owner) => found(*owner, &all.query, m),
+                    _ => {}
+                }
             }
         }
         return Ok(());
@@ -414,12 +436,41 @@ fn run_queries(
         let Some(query) = rules.query(owner, unit.lang)? else {
             continue;
         };
-        let mut matches = cursor.matches(query, tree.root_node(), source);
-        while let Some(m) = matches.next() {
-            found(owner, query, m);
+        let patterns: Vec<Option<&Pattern>> = match rules.patterns(owner) {
+            Some(known) if known.len() == query.pattern_count() => known
+                .iter()
+                .filter(|p| p.possible(&hits.present))
+                .map(Some)
+                .collect(),
+            _ => vec![None],
+        };
+        for node in starts(&mut cursor, match_roots(tree, hits, &patterns), tree) {
+            let mut matches = cursor.matches(query, node, source);
+            while let Some(m) = matches.next() {
+                found(owner, query, m);
+            }
         }
     }
     Ok(())
+}
+
+/// The nodes to start `cursor` at, set to match there alone when the
+/// matches were placed, or over the whole tree when not.
+fn starts<'t>(
+    cursor: &mut tree_sitter::QueryCursor,
+    at: Where<'t>,
+    tree: &'t tree_sitter::Tree,
+) -> Vec<tree_sitter::Node<'t>> {
+    match at {
+        Where::Everywhere => {
+            cursor.set_max_start_depth(None);
+            vec![tree.root_node()]
+        }
+        Where::RootedAt(nodes) => {
+            cursor.set_max_start_depth(Some(0));
+            nodes
+        }
+    }
 }
 
 fn requires(rule: &Rule, no_comments: &str) -> bool {
@@ -457,4 +508,118 @@ fn hosts(unit: &Unit<'_>, walked: &Walked, out: &mut ScanResult) {
 
 fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.starts_with("127.") || host == "::1"
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// A match: its pattern, and each capture's index and byte range.
+    type Match = (usize, Vec<(u32, usize, usize)>);
+
+    /// Every match of every pattern of `lang`'s combined query in `source`,
+    /// as (pattern, captured ranges), found over the whole tree or only at
+    /// the nodes `crate::narrow` places them at.
+    fn matches(
+        rules: &LangRules,
+        lang: Language,
+        source: &str,
+        narrowed: bool,
+    ) -> Vec<Match> {
+        let mut parser = tree_sitter::Parser::new();
+        parser.set_language(&lang.grammar()).expect("grammar");
+        let tree = parser.parse(source, None).expect("parse");
+        let all = rules.combined(lang).expect("combined query");
+        let hits = rules.literals.hits(source);
+        let at = if narrowed {
+            let patterns: Vec<Option<&Pattern>> = all
+                .patterns
+                .iter()
+                .map(Option::as_ref)
+                .filter(|p| p.is_none_or(|p| p.possible(&hits.present)))
+                .collect();
+            match_roots(&tree, &hits, &patterns)
+        } else {
+            Where::Everywhere
+        };
+        let mut cursor = tree_sitter::QueryCursor::new();
+        let mut out = Vec::new();
+        for node in starts(&mut cursor, at, &tree) {
+            let mut found = cursor.matches(&all.query, node, source.as_bytes());
+            while let Some(m) = found.next() {
+                let captures = m
+                    .captures()
+                    .iter()
+                    .map(|c| (c.index, c.node.start_byte(), c.node.end_byte()))
+                    .collect();
+                out.push((m.pattern_index, captures));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The texts of the corpora the scanner is measured on: the malicious
+    /// snippets and the repository's scripts, the host's Python standard
+    /// library and npm's JavaScript when the machine has them.
+    fn corpus() -> Vec<(PathBuf, Language)> {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut roots = vec![
+            repo.join("crates/codescan/tests/corpus"),
+            repo.join(".ci"),
+            repo.join("benches"),
+            repo.join("clients"),
+            PathBuf::from("/usr/lib/node_modules/npm/lib"),
+            PathBuf::from("/usr/share/nodejs/npm/lib"),
+        ];
+        if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+            roots.extend(
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+                    .map(|e| e.path()),
+            );
+        }
+        roots
+            .iter()
+            .filter(|r| r.is_dir())
+            .flat_map(|r| crate::walk::files_under(r, None).unwrap_or_default())
+            .map(|f| (f.path, f.language))
+            .collect()
+    }
+
+    /// Narrowing (`crate::narrow`) only saves work: over every text of the
+    /// corpora, the builtin pack's combined query finds exactly the same
+    /// matches starting only at the placed nodes as over the whole tree.
+    #[test]
+    fn narrowed_queries_find_every_match_the_whole_tree_has() {
+        let scanner = Scanner::builtin().expect("builtin rules");
+        let files = corpus();
+        let mut per_lang: std::collections::BTreeMap<Language, (usize, usize)> =
+            std::collections::BTreeMap::new();
+        for (path, lang) in &files {
+            let Ok(source) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let Some(rules) = scanner.compiled.lang(*lang).expect("rules") else {
+                continue;
+            };
+            let whole = matches(rules, *lang, &source, false);
+            let narrowed = matches(rules, *lang, &source, true);
+            assert_eq!(whole, narrowed, "{}", path.display());
+            let seen = per_lang.entry(*lang).or_default();
+            seen.0 += 1;
+            seen.1 += whole.len();
+        }
+        eprintln!("files and matches by language: {per_lang:?}");
+        for lang in [Language::Python, Language::Bash, Language::JavaScript] {
+            let (files, matched) = per_lang.get(&lang).copied().unwrap_or_default();
+            assert!(
+                files >= 10 && matched >= 10,
+                "{lang}: only {files} files and {matched} matches compared"
+            );
+        }
+    }
 }

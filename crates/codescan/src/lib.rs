@@ -21,6 +21,7 @@ mod engine;
 mod error;
 mod finding;
 mod lang;
+mod narrow;
 mod prefilter;
 mod rules;
 pub mod sarif;

@@ -7,11 +7,15 @@
 //! capture that every match has can only hold when the captured text, a
 //! part of the source, contains what the predicate asks for: the string of
 //! `#eq?` or `#any-of?`, or one of the literals every match of a `#match?`
-//! regex starts with. A pattern is possible when the source holds, for each
-//! such predicate, one of its literals; a query whose patterns are all
-//! impossible cannot match and is not run. Predicates this cannot read
-//! (negated ones, captures a match may lack, regexes without a finite
-//! literal prefix) require nothing, so the filter never drops a match.
+//! regex starts with (or, when those are not finitely many, ends with). A
+//! pattern is possible when the source holds, for each such predicate, one
+//! of its literals; a query whose patterns are all impossible cannot match
+//! and is not run. Predicates this cannot read (negated ones, captures a
+//! match may lack, regexes with neither a finite literal prefix nor
+//! suffix) require nothing, so the filter never drops a match.
+//!
+//! The same reading gives the node kinds a pattern's match is rooted at,
+//! which `crate::narrow` uses to run a query only where it can match.
 //!
 //! tree-sitter reads predicates only when it compiles a query and gives the
 //! text ones no public accessor, so this module reads the query's text
@@ -36,7 +40,37 @@ pub(crate) struct Literals {
 /// read (text this module does not follow) is always possible.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Needs {
-    patterns: Option<Vec<Vec<Vec<usize>>>>,
+    patterns: Option<Vec<Pattern>>,
+}
+
+/// What one pattern of a query needs, and where its matches can be rooted.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pattern {
+    /// Literal ids: one of each set must be in the text, inside the match.
+    pub sets: Vec<Vec<usize>>,
+    /// The node kinds a match's outermost node can have; `None` for any.
+    pub roots: Option<Vec<String>>,
+}
+
+impl Pattern {
+    /// Whether this pattern can match a text with these literals.
+    pub fn possible(&self, present: &[bool]) -> bool {
+        self.sets.iter().all(|any| {
+            any.iter()
+                .any(|&id| present.get(id).copied().unwrap_or(true))
+        })
+    }
+}
+
+/// Where the literals of a set of queries occur in one text.
+#[derive(Debug, Default)]
+pub(crate) struct Hits {
+    /// By literal id: whether it occurs at all.
+    pub present: Vec<bool>,
+    /// Every occurrence as (literal id, start byte, end byte), by start.
+    pub spans: Vec<(usize, usize, usize)>,
+    /// Whether `spans` lists every occurrence (the finder was built).
+    pub complete: bool,
 }
 
 impl Literals {
@@ -47,11 +81,12 @@ impl Literals {
         };
         let patterns = patterns
             .iter()
-            .map(|p| {
-                requirements(p)
+            .map(|p| Pattern {
+                sets: requirements(p)
                     .into_iter()
                     .map(|set| set.into_iter().map(|l| self.id(l)).collect())
-                    .collect()
+                    .collect(),
+                roots: roots(p),
             })
             .collect();
         Needs {
@@ -76,25 +111,32 @@ impl Literals {
         }
     }
 
-    /// Which literals occur in `text` (all, when the finder could not be
-    /// built).
-    pub fn present(&self, text: &str) -> Vec<bool> {
+    /// Every occurrence of every literal in `text`, in one pass. Without a
+    /// finder every literal counts as present and no span is known.
+    pub fn hits(&self, text: &str) -> Hits {
         let Some(finder) = &self.finder else {
-            return vec![true; self.list.len()];
+            return Hits {
+                present: vec![true; self.list.len()],
+                spans: Vec::new(),
+                complete: false,
+            };
         };
-        let mut seen = vec![false; self.list.len()];
-        let mut left = self.list.len();
-        for m in finder.find_overlapping_iter(text) {
-            let slot = &mut seen[m.pattern().as_usize()];
-            if !*slot {
+        let mut present = vec![false; self.list.len()];
+        let mut spans: Vec<(usize, usize, usize)> = finder
+            .find_overlapping_iter(text)
+            .map(|m| (m.pattern().as_usize(), m.start(), m.end()))
+            .collect();
+        for &(id, _, _) in &spans {
+            if let Some(slot) = present.get_mut(id) {
                 *slot = true;
-                left -= 1;
-                if left == 0 {
-                    break;
-                }
             }
         }
-        seen
+        spans.sort_unstable_by_key(|&(_, start, end)| (start, end));
+        Hits {
+            present,
+            spans,
+            complete: true,
+        }
     }
 }
 
@@ -105,12 +147,28 @@ impl Needs {
         let Some(patterns) = &self.patterns else {
             return true;
         };
-        patterns.iter().any(|needs| {
-            needs.iter().all(|any| {
-                any.iter()
-                    .any(|&id| present.get(id).copied().unwrap_or(true))
-            })
-        })
+        patterns.iter().any(|p| p.possible(present))
+    }
+
+    /// Each pattern's needs and roots, in the query's order; `None` when
+    /// the query's text was not followed.
+    pub fn patterns(&self) -> Option<&[Pattern]> {
+        self.patterns.as_deref()
+    }
+
+    /// Forget the roots the grammar does not name as a plain node kind: a
+    /// supertype (`expression`) matches nodes of other kinds, and an
+    /// unknown name is not followed.
+    pub fn check_roots(&mut self, grammar: &tree_sitter::Language) {
+        for pattern in self.patterns.iter_mut().flatten() {
+            let plain = pattern.roots.iter().flatten().all(|kind| {
+                let id = grammar.id_for_node_kind(kind, true);
+                id != 0 && !grammar.node_kind_is_supertype(id)
+            });
+            if !plain {
+                pattern.roots = None;
+            }
+        }
     }
 }
 
@@ -124,6 +182,8 @@ enum Item {
         items: Vec<Item>,
         captures: Vec<String>,
         optional: bool,
+        /// Followed by `+`.
+        repeated: bool,
     },
     /// A quoted string (an anonymous node, or a predicate's argument).
     Str(String),
@@ -224,6 +284,7 @@ impl Reader<'_> {
                         items: inner,
                         captures: Vec::new(),
                         optional: false,
+                        repeated: false,
                     });
                 }
                 b'"' => items.push(Item::Str(self.string()?)),
@@ -245,7 +306,12 @@ impl Reader<'_> {
                         return None;
                     }
                 }
-                b'+' => self.at += 1,
+                b'+' => {
+                    self.at += 1;
+                    if let Some(Item::Group { repeated, .. }) = items.last_mut() {
+                        *repeated = true;
+                    }
+                }
                 _ => {
                     let word = self.name();
                     if word.is_empty() {
@@ -296,6 +362,7 @@ fn mandatory<'a>(item: &'a Item, captures: &mut BTreeSet<&'a str>, preds: &mut V
         items,
         captures: own,
         optional,
+        ..
     } = item
     else {
         return;
@@ -324,6 +391,56 @@ fn mandatory<'a>(item: &'a Item, captures: &mut BTreeSet<&'a str>, preds: &mut V
             }
             captures.extend(common.unwrap_or_default());
         }
+    }
+}
+
+/// The node kinds a match of a top-level pattern is rooted at, when this
+/// module can tell: the node of `(kind ...)`, each branch of `[...]`, the
+/// one node of a `((kind ...) (#pred? ...))` group. `None` (any node) for a
+/// wildcard, a quantified or anonymous node, a sibling sequence, a
+/// `kind/subtype` name; supertypes are for the caller, who has the grammar.
+fn roots(pattern: &Item) -> Option<Vec<String>> {
+    let Item::Group {
+        kind,
+        items,
+        optional: false,
+        repeated: false,
+        ..
+    } = pattern
+    else {
+        return None;
+    };
+    match kind {
+        Kind::Predicate => None,
+        Kind::Bracket => {
+            let mut all = Vec::new();
+            for item in items.iter().filter(|i| !matches!(i, Item::Capture(_))) {
+                all.extend(roots(item)?);
+            }
+            (!all.is_empty()).then_some(all)
+        }
+        Kind::Paren => match items.first()? {
+            Item::Word(name) if name != "_" && !name.contains('/') && name != "MISSING" => {
+                Some(vec![name.clone()])
+            }
+            Item::Group { .. } => {
+                let mut nodes = items.iter().filter(|i| {
+                    matches!(
+                        i,
+                        Item::Group {
+                            kind: Kind::Paren | Kind::Bracket,
+                            ..
+                        } | Item::Str(_)
+                            | Item::Word(_)
+                    )
+                });
+                match (nodes.next(), nodes.next()) {
+                    (Some(only), None) => roots(only),
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
     }
 }
 
@@ -358,19 +475,24 @@ fn predicate_literals(pred: &[Item], captures: &BTreeSet<&str>) -> Option<BTreeS
         ("#any-of?", list) if !list.is_empty() => {
             list.iter().map(|s| s.as_bytes().to_vec()).collect()
         }
-        ("#match?", [re]) => regex_prefixes(re)?,
+        ("#match?", [re]) => regex_literals(re)?,
         _ => return None,
     };
     (!set.iter().any(Vec::is_empty)).then_some(set)
 }
 
-/// The literals every match of `re` starts with, when they are finitely
-/// many.
-fn regex_prefixes(re: &str) -> Option<BTreeSet<Vec<u8>>> {
+/// Literals one of which every match of `re` holds, when they are finitely
+/// many: those every match starts with or, failing that, ends with.
+fn regex_literals(re: &str) -> Option<BTreeSet<Vec<u8>>> {
     let hir = regex_syntax::parse(re).ok()?;
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
-    let literals = seq.literals()?;
-    Some(literals.iter().map(|l| l.as_bytes().to_vec()).collect())
+    [ExtractKind::Prefix, ExtractKind::Suffix]
+        .into_iter()
+        .find_map(|kind| {
+            let seq = Extractor::new().kind(kind).extract(&hir);
+            let literals = seq.literals()?;
+            let set: BTreeSet<Vec<u8>> = literals.iter().map(|l| l.as_bytes().to_vec()).collect();
+            (!set.is_empty() && !set.iter().any(Vec::is_empty)).then_some(set)
+        })
 }
 
 #[cfg(test)]
@@ -436,6 +558,44 @@ mod tests {
         }
     }
 
+    fn pattern_roots(q: &str) -> Vec<Option<Vec<String>>> {
+        let patterns = parse(q).unwrap_or_else(|| panic!("not read: {q}"));
+        patterns.iter().map(roots).collect()
+    }
+
+    #[test]
+    fn roots_are_the_outermost_node_kinds_of_a_pattern() {
+        let some = |kinds: &[&str]| Some(kinds.iter().map(|k| (*k).to_owned()).collect());
+        assert_eq!(
+            pattern_roots(r#"(command name: (command_name) @n (#eq? @n "rm")) @hit"#),
+            vec![some(&["command"])]
+        );
+        assert_eq!(
+            pattern_roots("[(call) (new_expression arguments: (_))] @hit"),
+            vec![some(&["call", "new_expression"])]
+        );
+        assert_eq!(
+            pattern_roots(r#"((file_redirect) @hit (#match? @hit "x"))"#),
+            vec![some(&["file_redirect"])]
+        );
+        // Any node: a wildcard, a sibling sequence, a quantified node, an
+        // anonymous node, a subtype name, and a branch of any node.
+        for q in [
+            "(_) @x",
+            "((comment) . (function_definition))",
+            "(comment)+ @c",
+            "(comment)? @c",
+            "\"eval\" @e",
+            "(expression/identifier) @i",
+            "[(call) (_)] @x",
+        ] {
+            assert!(
+                parse(q).is_none_or(|p| p.iter().all(|p| roots(p).is_none())),
+                "{q}"
+            );
+        }
+    }
+
     #[test]
     fn strings_unescape_and_comments_are_skipped() {
         assert_eq!(
@@ -450,9 +610,9 @@ mod tests {
         let n = lits.add_query(r#"(x (a) @a (#eq? @a "rm")) (y (b) @b (#eq? @b "shred"))"#);
         let free = lits.add_query("(z) @z");
         lits.finish();
-        assert!(!n.possible(&lits.present("ls -l")));
-        assert!(n.possible(&lits.present("sudo shred x")));
-        assert!(n.possible(&lits.present("farm")));
-        assert!(free.possible(&lits.present("")));
+        assert!(!n.possible(&lits.hits("ls -l").present));
+        assert!(n.possible(&lits.hits("sudo shred x").present));
+        assert!(n.possible(&lits.hits("farm").present));
+        assert!(free.possible(&lits.hits("").present));
     }
 }

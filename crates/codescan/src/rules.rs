@@ -33,7 +33,7 @@ use serde::Deserialize;
 use crate::error::Error;
 use crate::finding::Severity;
 use crate::lang::Language;
-use crate::prefilter::{Literals, Needs};
+use crate::prefilter::{Literals, Needs, Pattern};
 
 /// cordon's own rules (`rules/builtin.toml`).
 pub const BUILTIN_RULES: &str = include_str!("../rules/builtin.toml");
@@ -281,6 +281,11 @@ impl<T> LazyQuery<T> {
         self.needs.possible(present)
     }
 
+    /// Each pattern's needs and roots, in the query's order, when known.
+    pub fn patterns(&self) -> Option<&[Pattern]> {
+        self.needs.patterns()
+    }
+
     /// The compiled query; an error names the rule and its file.
     pub fn get(&self, lang: Language) -> Result<&tree_sitter::Query, Error> {
         let compiled = self.query.get_or_init(|| {
@@ -309,6 +314,8 @@ pub(crate) struct Combined {
     pub query: tree_sitter::Query,
     /// For each pattern, the query it came from.
     pub owner: Vec<Owner>,
+    /// For each pattern, its needs and roots, when known.
+    pub patterns: Vec<Option<Pattern>>,
 }
 
 /// One language's queries: each rule's and each embedding's on its own,
@@ -337,6 +344,14 @@ impl LangRules {
         }
     }
 
+    /// The needs and roots of each pattern of an owner's query, when known.
+    pub fn patterns(&self, owner: Owner) -> Option<&[Pattern]> {
+        match owner {
+            Owner::Rule(i) => self.rules.get(i).and_then(LazyQuery::patterns),
+            Owner::Embed(i) => self.embeds.get(i).and_then(LazyQuery::patterns),
+        }
+    }
+
     /// Every query in one, compiled on first use.
     pub fn combined(&self, lang: Language) -> Result<&Combined, Error> {
         let all = self.all.get_or_init(|| {
@@ -360,7 +375,12 @@ impl LangRules {
             match tree_sitter::Query::new(&lang.grammar(), &source) {
                 Ok(query) => {
                     let owner = owners(&query, &starts);
-                    Ok(Combined { query, owner })
+                    let patterns = self.pattern_plans(&owner);
+                    Ok(Combined {
+                        query,
+                        owner,
+                        patterns,
+                    })
                 }
                 // A query on its own names the rule that is wrong.
                 Err(e) => Err(self
@@ -380,6 +400,36 @@ impl LangRules {
             origin: "rule pack".into(),
             message: message.clone(),
         })
+    }
+}
+
+impl LangRules {
+    /// The needs and roots of each pattern of the combined query, whose
+    /// patterns belong to `owner`, each query's patterns in its own order.
+    /// A query whose patterns this does not know, or whose count differs
+    /// from the compiled one's, gets `None` for each.
+    fn pattern_plans(&self, owner: &[Owner]) -> Vec<Option<Pattern>> {
+        let mut seen: Vec<(Owner, usize)> = Vec::new();
+        owner
+            .iter()
+            .map(|&o| {
+                let nth = match seen.iter_mut().find(|(s, _)| *s == o) {
+                    Some((_, n)) => {
+                        *n += 1;
+                        *n - 1
+                    }
+                    None => {
+                        seen.push((o, 1));
+                        0
+                    }
+                };
+                let total = owner.iter().filter(|&&x| x == o).count();
+                self.patterns(o)
+                    .filter(|p| p.len() == total)
+                    .and_then(|p| p.get(nth))
+                    .cloned()
+            })
+            .collect()
     }
 }
 
@@ -547,14 +597,19 @@ fn lang_rules(
     embeds: &[(String, EmbedDef)],
 ) -> Result<LangRules, Error> {
     let mut literals = Literals::default();
-    let mut lazy = |origin: &str, builtin: bool, id: &str, text: &str| LazyQuery {
-        owner: (),
-        origin: origin.to_owned(),
-        builtin,
-        id: id.to_owned(),
-        text: text.to_owned(),
-        needs: literals.add_query(text),
-        query: OnceLock::new(),
+    let grammar = lang.grammar();
+    let mut lazy = |origin: &str, builtin: bool, id: &str, text: &str| {
+        let mut needs = literals.add_query(text);
+        needs.check_roots(&grammar);
+        LazyQuery {
+            owner: (),
+            origin: origin.to_owned(),
+            builtin,
+            id: id.to_owned(),
+            text: text.to_owned(),
+            needs,
+            query: OnceLock::new(),
+        }
     };
     let mut rule_queries = Vec::new();
     for (index, (origin, def)) in rules.iter().enumerate() {
