@@ -1,6 +1,6 @@
 //! Time `Scanner::scan` on files: each file as it is and repeated to 1,000
-//! lines, with the tree-sitter parse alone as the baseline measured in the
-//! same run. Used by `benches/scan/run.sh`.
+//! lines, with the tree-sitter parse alone (one thread, whole text) as the
+//! baseline, timed in turn with the scan. Used by `benches/scan/run.sh`.
 //!
 //!     cargo run --release -p cordon-codescan --example scanbench -- [--iters N] FILE...
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,19 +20,33 @@ fn grammar(lang: Language) -> tree_sitter::Language {
     }
 }
 
-fn time(iters: usize, mut f: impl FnMut()) -> (Duration, Duration) {
+/// Median and 90th percentile of `a` and `b`, timed in turn (a, b, a, b,
+/// ...) so that both see the same moments of a shared machine.
+fn time_both(
+    iters: usize,
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+) -> ((Duration, Duration), (Duration, Duration)) {
     for _ in 0..iters / 10 + 1 {
-        f();
+        a();
+        b();
     }
-    let mut samples: Vec<Duration> = (0..iters)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    samples.sort();
-    (samples[iters / 2], samples[iters * 9 / 10])
+    let mut sa = Vec::with_capacity(iters);
+    let mut sb = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        a();
+        sa.push(t.elapsed());
+        let t = Instant::now();
+        b();
+        sb.push(t.elapsed());
+    }
+    sa.sort();
+    sb.sort();
+    (
+        (sa[iters / 2], sa[iters * 9 / 10]),
+        (sb[iters / 2], sb[iters * 9 / 10]),
+    )
 }
 
 fn ms(d: Duration) -> String {
@@ -71,14 +85,17 @@ fn main() {
                 .expect("scan")
                 .findings
                 .len();
-            let (median, p90) = time(iters, || {
-                std::hint::black_box(scanner.scan(&name, lang, &src).expect("scan"));
-            });
             let mut parser = tree_sitter::Parser::new();
             parser.set_language(&grammar(lang)).expect("grammar");
-            let (parse, _) = time(iters, || {
-                std::hint::black_box(parser.parse(&src, None));
-            });
+            let ((median, p90), (parse, _)) = time_both(
+                iters,
+                || {
+                    std::hint::black_box(scanner.scan(&name, lang, &src).expect("scan"));
+                },
+                || {
+                    std::hint::black_box(parser.parse(&src, None));
+                },
+            );
             println!(
                 "| `{name}` | {lang} | {n} | {} ms | {} ms | {} ms | {found} |",
                 ms(median),

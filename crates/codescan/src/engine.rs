@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::finding::{Finding, HostRef};
 use crate::lang::Language;
 use crate::narrow::{match_roots, Where};
+use crate::parse::{parse, Split};
 use crate::prefilter::{Hits, Pattern};
 use crate::rules::{Compiled, LangRules, Owner, Rule, RulePack};
 use crate::text::{literal_value, role, snippet, LineIndex, NodeRole};
@@ -39,6 +40,8 @@ static DEV_TCP: LazyLock<Option<Regex>> =
 #[derive(Debug)]
 pub struct Scanner {
     compiled: Compiled,
+    /// How long texts are cut to be parsed on several cores.
+    split: Split,
 }
 
 /// Findings of one scan, and the hosts the code names.
@@ -131,26 +134,58 @@ fn blank(bytes: &mut [u8], start: usize, end: usize) {
     }
 }
 
-fn walk(lang: Language, tree: &tree_sitter::Tree, source: &str) -> Walked {
+/// What one walk of a tree finds: byte ranges of comments, of string
+/// contents, and of literals (string contents and shell words, in the
+/// tree's order).
+#[derive(Debug, Default)]
+struct Marks {
+    comments: Vec<(usize, usize)>,
+    strings: Vec<(usize, usize)>,
+    literals: Vec<(usize, usize)>,
+}
+
+/// The text with the marks of each of its trees applied.
+fn walked<'m>(source: &str, marks: impl Iterator<Item = &'m Marks>) -> Walked {
     let mut code = source.as_bytes().to_vec();
     let mut no_comments = code.clone();
     let mut literals = Vec::new();
+    for m in marks {
+        for &(start, end) in &m.comments {
+            blank(&mut code, start, end);
+            blank(&mut no_comments, start, end);
+        }
+        for &(start, end) in &m.strings {
+            blank(&mut code, start, end);
+        }
+        literals.extend_from_slice(&m.literals);
+    }
+    // Whole nodes (comments, string contents) were blanked byte for byte,
+    // so the text is still UTF-8; the lossy conversion never replaces.
+    Walked {
+        code: String::from_utf8_lossy(&code).into_owned(),
+        no_comments: String::from_utf8_lossy(&no_comments).into_owned(),
+        literals,
+    }
+}
+
+/// Walk a tree once for its comments, strings and shell words.
+fn mark(lang: Language, tree: &tree_sitter::Tree) -> Marks {
+    let mut marks = Marks::default();
     let mut cursor = tree.walk();
     'outer: loop {
         let node = cursor.node();
         let descend = match role(lang, &node) {
             NodeRole::Comment => {
-                blank(&mut code, node.start_byte(), node.end_byte());
-                blank(&mut no_comments, node.start_byte(), node.end_byte());
+                marks.comments.push((node.start_byte(), node.end_byte()));
                 false
             }
             NodeRole::String { start, end } => {
-                blank(&mut code, start, end);
-                literals.push((start, end));
+                marks.strings.push((start, end));
+                marks.literals.push((start, end));
                 false
             }
             NodeRole::Word => {
-                literals.push((node.start_byte(), node.end_byte()));
+                marks.literals.push((node.start_byte(), node.end_byte()));
                 false
             }
             NodeRole::Other => true,
@@ -164,13 +199,7 @@ fn walk(lang: Language, tree: &tree_sitter::Tree, source: &str) -> Walked {
             }
         }
     }
-    // Whole nodes (comments, string contents) were blanked byte for byte,
-    // so the text is still UTF-8; the lossy conversion never replaces.
-    Walked {
-        code: String::from_utf8_lossy(&code).into_owned(),
-        no_comments: String::from_utf8_lossy(&no_comments).into_owned(),
-        literals,
-    }
+    marks
 }
 
 impl Scanner {
@@ -178,6 +207,7 @@ impl Scanner {
     pub fn new(pack: &RulePack) -> Result<Scanner, Error> {
         Ok(Scanner {
             compiled: pack.compile()?,
+            split: Split::for_this_machine(),
         })
     }
 
@@ -250,13 +280,13 @@ impl Scanner {
         let Some(rules) = self.compiled.lang(lang)? else {
             return Ok(());
         };
-        let mut parser = tree_sitter::Parser::new();
-        parser
-            .set_language(&lang.grammar())
+        let split = if rules.patterns_below_top {
+            self.split
+        } else {
+            Split::never()
+        };
+        let parsed = parse(lang, source, split, &|tree| mark(lang, tree))
             .map_err(|e| Error::Parse(format!("{file}: {e}")))?;
-        let tree = parser
-            .parse(source, None)
-            .ok_or_else(|| Error::Parse(file.to_owned()))?;
         let unit = Unit {
             file,
             lang,
@@ -264,8 +294,9 @@ impl Scanner {
             lines: LineIndex::new(source),
             origin,
         };
-        let walked = walk(lang, &tree, source);
-        let inner = self.queries(&unit, rules, &tree, &walked, depth < MAX_DEPTH, out)?;
+        let walked = walked(source, parsed.pieces.iter().map(|(_, marks)| marks));
+        let trees: Vec<&tree_sitter::Tree> = parsed.trees().collect();
+        let inner = self.queries(&unit, rules, &trees, &walked, depth < MAX_DEPTH, out)?;
         self.expressions(&unit, &walked, out);
         hosts(&unit, &walked, out);
         self.embedded(&unit, inner, depth, out)?;
@@ -278,7 +309,7 @@ impl Scanner {
         &self,
         unit: &Unit<'s>,
         rules: &LangRules,
-        tree: &tree_sitter::Tree,
+        trees: &[&tree_sitter::Tree],
         walked: &Walked,
         embeds: bool,
         out: &mut ScanResult,
@@ -307,7 +338,7 @@ impl Scanner {
             rules,
             &live,
             unit,
-            tree,
+            trees,
             &hits,
             |owner, query, m| match owner {
                 Owner::Rule(i) => {
@@ -392,60 +423,69 @@ impl Scanner {
     }
 }
 
-/// Above this many queries a text can match, they run as the language's
-/// one combined query: most of a query's cost is its walk of the tree
-/// (`benches/scan/run.sh`, instruction counts), so one walk beats several.
+/// Above this many queries that must walk whole trees, they run as the
+/// language's one combined query: most of a query's cost is its walk of
+/// the tree (`benches/scan/run.sh`, instruction counts), so one walk beats
+/// several.
 const COMBINE_OVER: usize = 1;
 
-/// Run the `live` queries over the tree (as the combined query when there
-/// are more than [`COMBINE_OVER`]), each starting only at the nodes its
-/// matches can be rooted at (`crate::narrow`): `found` gets each match with the
-/// query it belongs to and the compiled query that matched.
+/// Run the `live` queries: each on its own, starting only at the nodes its
+/// matches can be rooted at (`crate::narrow`), and those whose matches
+/// cannot be placed over the whole trees (as the combined query when there
+/// are more than [`COMBINE_OVER`]). `found` gets each match with the query
+/// it belongs to and the compiled query that matched.
 fn run_queries(
     rules: &LangRules,
     live: &[Owner],
     unit: &Unit<'_>,
-    tree: &tree_sitter::Tree,
+    trees: &[&tree_sitter::Tree],
     hits: &Hits,
     mut found: impl FnMut(Owner, &tree_sitter::Query, &tree_sitter::QueryMatch<'_, '_>),
 ) -> Result<(), Error> {
     let mut cursor = tree_sitter::QueryCursor::new();
     let source = unit.source.as_bytes();
-    if live.len() > COMBINE_OVER {
+    let mut queries = Vec::new();
+    for &owner in live {
+        if let Some(query) = rules.query(owner, unit.lang)? {
+            queries.push((owner, query, live_patterns(rules, owner, query, hits)));
+        }
+    }
+    let groups: Vec<_> = queries.iter().map(|(_, _, p)| p.clone()).collect();
+    let mut everywhere = Vec::new();
+    cursor.set_max_start_depth(Some(0));
+    for ((owner, query, _), at) in queries.iter().zip(placed(trees, hits, &groups)) {
+        let Some(nodes) = at else {
+            everywhere.push(*owner);
+            continue;
+        };
+        for node in nodes {
+            let mut matches = cursor.matches(query, node, source);
+            while let Some(m) = matches.next() {
+                found(*owner, query, m);
+            }
+        }
+    }
+    cursor.set_max_start_depth(None);
+    let roots = || trees.iter().map(|t| t.root_node());
+    if everywhere.len() > COMBINE_OVER {
         let all = rules.combined(unit.lang)?;
-        let patterns: Vec<Option<&Pattern>> = all
-            .owner
-            .iter()
-            .zip(&all.patterns)
-            .filter(|(owner, _)| live.contains(owner))
-            .map(|(_, p)| p.as_ref())
-            .filter(|p| p.is_none_or(|p| p.possible(&hits.present)))
-            .collect();
-        for node in starts(&mut cursor, match_roots(tree, hits, &patterns), tree) {
-            let mut matches = cursor.matches(&all.query, node, source);
+        for root in roots() {
+            let mut matches = cursor.matches(&all.query, root, source);
             while let Some(m) = matches.next() {
                 match all.owner.get(m.pattern_index) {
-                    Some(owner) if live.contains(owner) => found(*owner, &all.query, m),
+                    Some(owner) if everywhere.contains(owner) => found(*owner, &all.query, m),
                     _ => {}
                 }
             }
         }
         return Ok(());
     }
-    for &owner in live {
+    for owner in everywhere {
         let Some(query) = rules.query(owner, unit.lang)? else {
             continue;
         };
-        let patterns: Vec<Option<&Pattern>> = match rules.patterns(owner) {
-            Some(known) if known.len() == query.pattern_count() => known
-                .iter()
-                .filter(|p| p.possible(&hits.present))
-                .map(Some)
-                .collect(),
-            _ => vec![None],
-        };
-        for node in starts(&mut cursor, match_roots(tree, hits, &patterns), tree) {
-            let mut matches = cursor.matches(query, node, source);
+        for root in roots() {
+            let mut matches = cursor.matches(query, root, source);
             while let Some(m) = matches.next() {
                 found(owner, query, m);
             }
@@ -454,23 +494,42 @@ fn run_queries(
     Ok(())
 }
 
-/// The nodes to start `cursor` at, set to match there alone when the
-/// matches were placed, or over the whole tree when not.
-fn starts<'t>(
-    cursor: &mut tree_sitter::QueryCursor,
-    at: Where<'t>,
-    tree: &'t tree_sitter::Tree,
-) -> Vec<tree_sitter::Node<'t>> {
-    match at {
-        Where::Everywhere => {
-            cursor.set_max_start_depth(None);
-            vec![tree.root_node()]
-        }
-        Where::RootedAt(nodes) => {
-            cursor.set_max_start_depth(Some(0));
-            nodes
+/// The patterns of an owner's query that can match a text with these hits
+/// (all of them, unknown, when the query's patterns are not known).
+fn live_patterns<'r>(
+    rules: &'r LangRules,
+    owner: Owner,
+    query: &tree_sitter::Query,
+    hits: &Hits,
+) -> Vec<Option<&'r Pattern>> {
+    match rules.patterns(owner) {
+        Some(known) if known.len() == query.pattern_count() => known
+            .iter()
+            .filter(|p| p.possible(&hits.present))
+            .map(Some)
+            .collect(),
+        _ => vec![None],
+    }
+}
+
+/// For each group of live patterns, the nodes in every tree of the text
+/// that its matches are rooted at; `None` when they cannot be placed.
+fn placed<'t>(
+    trees: &[&'t tree_sitter::Tree],
+    hits: &Hits,
+    groups: &[Vec<Option<&Pattern>>],
+) -> Vec<Option<Vec<tree_sitter::Node<'t>>>> {
+    let mut out: Vec<Option<Vec<tree_sitter::Node<'t>>>> = vec![Some(Vec::new()); groups.len()];
+    for tree in trees {
+        for (slot, at) in out.iter_mut().zip(match_roots(tree, hits, groups)) {
+            match (slot.as_mut(), at) {
+                (Some(nodes), Where::RootedAt(found)) => nodes.extend(found),
+                (_, Where::Everywhere) => *slot = None,
+                (None, Where::RootedAt(_)) => {}
+            }
         }
     }
+    out
 }
 
 fn requires(rule: &Rule, no_comments: &str) -> bool {
@@ -516,45 +575,53 @@ mod tests {
 
     use super::*;
 
-    /// A match: its pattern, and each capture's index and byte range.
-    type Match = (usize, Vec<(u32, usize, usize)>);
+    /// A match: its query, its pattern, and each capture's index and byte
+    /// range.
+    type Match = (String, usize, Vec<(u32, usize, usize)>);
 
-    /// Every match of every pattern of `lang`'s combined query in `source`,
-    /// as (pattern, captured ranges), found over the whole tree or only at
-    /// the nodes `crate::narrow` places them at.
-    fn matches(
-        rules: &LangRules,
-        lang: Language,
-        source: &str,
-        narrowed: bool,
-    ) -> Vec<Match> {
+    /// Every match of every query of `lang` in `source`, as (owner,
+    /// pattern, captured ranges), found over the whole tree or only at the
+    /// nodes `crate::narrow` places them at, as scans run them.
+    fn matches(rules: &LangRules, lang: Language, source: &str, narrowed: bool) -> Vec<Match> {
         let mut parser = tree_sitter::Parser::new();
         parser.set_language(&lang.grammar()).expect("grammar");
         let tree = parser.parse(source, None).expect("parse");
-        let all = rules.combined(lang).expect("combined query");
+        let trees = [&tree];
         let hits = rules.literals.hits(source);
-        let at = if narrowed {
-            let patterns: Vec<Option<&Pattern>> = all
-                .patterns
-                .iter()
-                .map(Option::as_ref)
-                .filter(|p| p.is_none_or(|p| p.possible(&hits.present)))
-                .collect();
-            match_roots(&tree, &hits, &patterns)
-        } else {
-            Where::Everywhere
-        };
+        let owners: Vec<Owner> = (0..rules.rules.len())
+            .map(Owner::Rule)
+            .chain((0..rules.embeds.len()).map(Owner::Embed))
+            .collect();
+        let queries: Vec<&tree_sitter::Query> = owners
+            .iter()
+            .map(|&o| rules.query(o, lang).expect("query").expect("owner"))
+            .collect();
+        let groups: Vec<Vec<Option<&Pattern>>> = owners
+            .iter()
+            .zip(&queries)
+            .map(|(&o, q)| match narrowed {
+                true => live_patterns(rules, o, q, &hits),
+                false => vec![None],
+            })
+            .collect();
         let mut cursor = tree_sitter::QueryCursor::new();
         let mut out = Vec::new();
-        for node in starts(&mut cursor, at, &tree) {
-            let mut found = cursor.matches(&all.query, node, source.as_bytes());
-            while let Some(m) = found.next() {
-                let captures = m
-                    .captures()
-                    .iter()
-                    .map(|c| (c.index, c.node.start_byte(), c.node.end_byte()))
-                    .collect();
-                out.push((m.pattern_index, captures));
+        for ((owner, query), at) in owners.iter().zip(&queries).zip(placed(&trees, &hits, &groups)) {
+            let (nodes, depth) = match at {
+                Some(nodes) => (nodes, Some(0)),
+                None => (vec![tree.root_node()], None),
+            };
+            cursor.set_max_start_depth(depth);
+            for node in nodes {
+                let mut found = cursor.matches(query, node, source.as_bytes());
+                while let Some(m) = found.next() {
+                    let captures = m
+                        .captures()
+                        .iter()
+                        .map(|c| (c.index, c.node.start_byte(), c.node.end_byte()))
+                        .collect();
+                    out.push((format!("{owner:?}"), m.pattern_index, captures));
+                }
             }
         }
         out.sort();
@@ -590,8 +657,49 @@ mod tests {
             .collect()
     }
 
+    /// Cutting a text to parse it on several cores (`crate::parse`) only
+    /// saves time: every text of the corpora that parses cleanly, cut into
+    /// pieces as small as 256 bytes, gives the same findings and hosts as
+    /// parsed whole.
+    #[test]
+    fn texts_cut_into_pieces_scan_like_whole_ones() {
+        let whole = Scanner {
+            split: Split::never(),
+            ..Scanner::builtin().expect("builtin rules")
+        };
+        let small = Split {
+            min_piece: 256,
+            max_pieces: 4,
+        };
+        let cut = Scanner {
+            split: small,
+            ..Scanner::builtin().expect("builtin rules")
+        };
+        let (mut compared, mut cut_texts, mut findings) = (0, 0, 0);
+        for (path, lang) in corpus() {
+            let Ok(source) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let one = parse(lang, &source, Split::never(), &|_| ()).expect("parse");
+            if one.trees().any(|t| t.root_node().has_error()) {
+                continue;
+            }
+            let name = path.display().to_string();
+            let expected = whole.scan(&name, lang, &source).expect("scan");
+            let got = cut.scan(&name, lang, &source).expect("scan");
+            assert_eq!(expected, got, "{name}");
+            compared += 1;
+            if parse(lang, &source, small, &|_| ()).expect("parse").pieces.len() > 1 {
+                cut_texts += 1;
+            }
+            findings += expected.findings.len() + expected.hosts.len();
+        }
+        eprintln!("{compared} texts, {cut_texts} of them cut, {findings} findings and hosts");
+        assert!(cut_texts >= 100 && findings >= 100, "too little compared");
+    }
+
     /// Narrowing (`crate::narrow`) only saves work: over every text of the
-    /// corpora, the builtin pack's combined query finds exactly the same
+    /// corpora, each query of the builtin pack finds exactly the same
     /// matches starting only at the placed nodes as over the whole tree.
     #[test]
     fn narrowed_queries_find_every_match_the_whole_tree_has() {

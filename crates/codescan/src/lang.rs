@@ -49,6 +49,14 @@ impl Language {
         }
     }
 
+    /// The kind of a tree's root node.
+    pub(crate) fn top_kind(self) -> &'static str {
+        match self {
+            Language::Python => "module",
+            _ => "program",
+        }
+    }
+
     pub(crate) fn grammar(self) -> tree_sitter::Language {
         match self {
             Language::Bash => tree_sitter_bash::LANGUAGE.into(),

@@ -22,6 +22,7 @@ mod error;
 mod finding;
 mod lang;
 mod narrow;
+mod parse;
 mod prefilter;
 mod rules;
 pub mod sarif;

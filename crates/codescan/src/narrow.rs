@@ -17,7 +17,9 @@
 
 use crate::prefilter::{Hits, Pattern};
 
-/// Where a query cursor has to look for the matches of the live patterns.
+/// Where a query cursor has to look for the matches of a group of patterns
+/// (one query's).
+#[derive(Debug)]
 pub(crate) enum Where<'t> {
     /// Everywhere: start at the root and walk the whole tree.
     Everywhere,
@@ -25,106 +27,178 @@ pub(crate) enum Where<'t> {
     RootedAt(Vec<tree_sitter::Node<'t>>),
 }
 
-/// The nodes every match of the `live` patterns is rooted at, or
-/// [`Where::Everywhere`] when a pattern's matches cannot be placed.
+/// For each group of live patterns (a query's), the nodes of `tree` every
+/// match of the group is rooted at, or [`Where::Everywhere`] when one of
+/// its patterns' matches cannot be placed. One walk serves every group.
 pub(crate) fn match_roots<'t>(
     tree: &'t tree_sitter::Tree,
     hits: &Hits,
-    live: &[Option<&Pattern>],
-) -> Where<'t> {
-    let Some(plan) = Plan::of(hits, live) else {
-        return Where::Everywhere;
-    };
-    let mut out = Vec::new();
-    let mut cursor = tree.walk();
-    'walk: loop {
-        let node = cursor.node();
-        let inside = plan.spans_inside(&node);
-        if !inside.is_empty() {
-            if plan.can_root_a_match(&node, inside) {
-                out.push(node);
-            }
-            if cursor.goto_first_child() {
+    groups: &[Vec<Option<&Pattern>>],
+) -> Vec<Where<'t>> {
+    let plan = Plan::of(hits, groups);
+    let mut found: Vec<Vec<tree_sitter::Node<'t>>> = vec![Vec::new(); groups.len()];
+    if !plan.patterns.is_empty() {
+        let mut cursor = tree.walk();
+        'walk: loop {
+            let node = cursor.node();
+            if plan.visit(&node, &mut found) && cursor.goto_first_child() {
                 continue;
             }
-        }
-        while !cursor.goto_next_sibling() {
-            if !cursor.goto_parent() {
-                break 'walk;
+            while !cursor.goto_next_sibling() {
+                if !cursor.goto_parent() {
+                    break 'walk;
+                }
             }
         }
     }
-    Where::RootedAt(out)
+    found
+        .into_iter()
+        .zip(&plan.placeable)
+        .map(|(nodes, &placeable)| {
+            if placeable {
+                Where::RootedAt(nodes)
+            } else {
+                Where::Everywhere
+            }
+        })
+        .collect()
 }
 
-/// What the walk looks for: each live pattern's root kinds and literal
-/// sets, and where those literals are.
+/// One live pattern to look for.
+struct Wanted<'a> {
+    group: usize,
+    roots: &'a [String],
+    /// Indices of its literal sets in [`Plan::sets`].
+    sets: Vec<usize>,
+}
+
+/// What the walk looks for: the live patterns of the groups whose matches
+/// can be placed, and where the literals of each of their sets are.
 struct Plan<'a> {
-    patterns: Vec<(&'a [String], &'a [Vec<usize>])>,
-    /// (literal id, start, end) of each occurrence of a literal a live
-    /// pattern needs, by start.
-    spans: Vec<(usize, usize, usize)>,
+    patterns: Vec<Wanted<'a>>,
+    /// For each distinct literal set, the (start, end) of each occurrence
+    /// of its literals, by start.
+    sets: Vec<Vec<(usize, usize)>>,
+    /// By group: whether its matches can be placed (its patterns' roots
+    /// and literals are known, and so is where the literals are).
+    placeable: Vec<bool>,
 }
 
 impl<'a> Plan<'a> {
-    /// `None` when some live pattern can match anywhere: its roots or its
-    /// literals are unknown, or where the literals are is unknown.
-    fn of(hits: &Hits, live: &[Option<&'a Pattern>]) -> Option<Plan<'a>> {
-        if !hits.complete {
-            return None;
-        }
-        let mut patterns = Vec::new();
-        let mut needed = vec![false; hits.present.len()];
-        for pattern in live {
-            let pattern = (*pattern)?;
-            let roots = pattern.roots.as_deref()?;
-            if pattern.sets.is_empty() {
-                return None;
-            }
-            for &id in pattern.sets.iter().flatten() {
-                *needed.get_mut(id)? = true;
-            }
-            patterns.push((roots, pattern.sets.as_slice()));
-        }
-        let spans = hits
-            .spans
+    fn of(hits: &Hits, groups: &[Vec<Option<&'a Pattern>>]) -> Plan<'a> {
+        let placeable: Vec<bool> = groups
             .iter()
-            .filter(|&&(id, _, _)| needed.get(id).copied().unwrap_or(false))
-            .copied()
+            .map(|group| {
+                hits.complete
+                    && group.iter().all(|p| {
+                        p.is_some_and(|p| p.roots.is_some() && !p.sets.is_empty())
+                    })
+            })
             .collect();
-        Some(Plan { patterns, spans })
-    }
-
-    /// The needed literals that lie wholly inside `node` (with, at the
-    /// end, those that start inside and end past it).
-    fn spans_inside(&self, node: &tree_sitter::Node<'_>) -> &[(usize, usize, usize)] {
-        let (start, end) = (node.start_byte(), node.end_byte());
-        let first = self.spans.partition_point(|&(_, s, _)| s < start);
-        let last = self.spans.partition_point(|&(_, s, _)| s < end);
-        let inside = self.spans.get(first..last).unwrap_or_default();
-        if inside.iter().any(|&(_, _, e)| e <= end) {
-            inside
-        } else {
-            &[]
+        let mut distinct: Vec<&[usize]> = Vec::new();
+        let mut patterns = Vec::new();
+        for (group, members) in groups.iter().enumerate() {
+            if !placeable.get(group).copied().unwrap_or(false) {
+                continue;
+            }
+            for pattern in members.iter().flatten() {
+                let sets = pattern
+                    .sets
+                    .iter()
+                    .map(|set| match distinct.iter().position(|d| *d == set.as_slice()) {
+                        Some(i) => i,
+                        None => {
+                            distinct.push(set);
+                            distinct.len() - 1
+                        }
+                    })
+                    .collect();
+                patterns.push(Wanted {
+                    group,
+                    roots: pattern.roots.as_deref().unwrap_or_default(),
+                    sets,
+                });
+            }
+        }
+        Plan {
+            patterns,
+            sets: spans_by_set(hits, &distinct),
+            placeable,
         }
     }
 
-    /// Whether a live pattern can be rooted at `node`: the node has one of
-    /// its root kinds and holds a literal of each of its sets.
-    fn can_root_a_match(
+    /// Record `node` for each group a live pattern of which can be rooted
+    /// at it (it holds a literal of each of the pattern's sets and has one
+    /// of its root kinds); whether a match may lie inside it at all.
+    fn visit<'t>(
         &self,
-        node: &tree_sitter::Node<'_>,
-        inside: &[(usize, usize, usize)],
+        node: &tree_sitter::Node<'t>,
+        found: &mut [Vec<tree_sitter::Node<'t>>],
     ) -> bool {
-        let kind = node.kind();
-        let end = node.end_byte();
-        self.patterns.iter().any(|(roots, sets)| {
-            roots.iter().any(|r| r == kind)
-                && sets.iter().all(|set| {
-                    inside
-                        .iter()
-                        .any(|&(id, _, e)| e <= end && set.contains(&id))
-                })
-        })
+        let (start, end) = (node.start_byte(), node.end_byte());
+        let mut held: Vec<Option<bool>> = vec![None; self.sets.len()];
+        let mut holds = |set: usize| -> bool {
+            if let Some(known) = held.get(set).copied().flatten() {
+                return known;
+            }
+            let inside = self
+                .sets
+                .get(set)
+                .is_some_and(|spans| within(spans, start, end));
+            if let Some(slot) = held.get_mut(set) {
+                *slot = Some(inside);
+            }
+            inside
+        };
+        let mut holds_a_match = false;
+        let mut kind = None;
+        for wanted in &self.patterns {
+            if !wanted.sets.iter().all(|&s| holds(s)) {
+                continue;
+            }
+            holds_a_match = true;
+            let kind = *kind.get_or_insert_with(|| node.kind());
+            if !wanted.roots.iter().any(|r| r == kind) {
+                continue;
+            }
+            if let Some(nodes) = found.get_mut(wanted.group) {
+                if nodes.last() != Some(node) {
+                    nodes.push(*node);
+                }
+            }
+        }
+        holds_a_match
     }
+}
+
+/// For each of `sets`, where its literals occur, by start.
+fn spans_by_set(hits: &Hits, sets: &[&[usize]]) -> Vec<Vec<(usize, usize)>> {
+    let mut sets_of: Vec<Vec<usize>> = vec![Vec::new(); hits.present.len()];
+    for (i, set) in sets.iter().enumerate() {
+        for &id in set.iter() {
+            if let Some(of) = sets_of.get_mut(id) {
+                of.push(i);
+            }
+        }
+    }
+    let mut out = vec![Vec::new(); sets.len()];
+    for &(id, start, end) in &hits.spans {
+        for &i in sets_of.get(id).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(spans) = out.get_mut(i) {
+                spans.push((start, end));
+            }
+        }
+    }
+    out
+}
+
+/// Whether one of `spans` (by start) lies wholly inside `start..end`.
+fn within(spans: &[(usize, usize)], start: usize, end: usize) -> bool {
+    let first = spans.partition_point(|&(s, _)| s < start);
+    spans
+        .get(first..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|&&(s, _)| s < end)
+        .any(|&(_, e)| e <= end)
 }

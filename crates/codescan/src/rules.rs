@@ -314,8 +314,6 @@ pub(crate) struct Combined {
     pub query: tree_sitter::Query,
     /// For each pattern, the query it came from.
     pub owner: Vec<Owner>,
-    /// For each pattern, its needs and roots, when known.
-    pub patterns: Vec<Option<Pattern>>,
 }
 
 /// One language's queries: each rule's and each embedding's on its own,
@@ -329,6 +327,10 @@ pub(crate) struct LangRules {
     pub embeds: Vec<LazyQuery<Language>>,
     all: OnceLock<Result<Combined, String>>,
     pub literals: Literals,
+    /// Whether every pattern is known to be rooted below the tree's root
+    /// node, so that a text cut at its statements matches the same
+    /// (`crate::parse`).
+    pub patterns_below_top: bool,
 }
 
 impl LangRules {
@@ -375,12 +377,7 @@ impl LangRules {
             match tree_sitter::Query::new(&lang.grammar(), &source) {
                 Ok(query) => {
                     let owner = owners(&query, &starts);
-                    let patterns = self.pattern_plans(&owner);
-                    Ok(Combined {
-                        query,
-                        owner,
-                        patterns,
-                    })
+                    Ok(Combined { query, owner })
                 }
                 // A query on its own names the rule that is wrong.
                 Err(e) => Err(self
@@ -400,36 +397,6 @@ impl LangRules {
             origin: "rule pack".into(),
             message: message.clone(),
         })
-    }
-}
-
-impl LangRules {
-    /// The needs and roots of each pattern of the combined query, whose
-    /// patterns belong to `owner`, each query's patterns in its own order.
-    /// A query whose patterns this does not know, or whose count differs
-    /// from the compiled one's, gets `None` for each.
-    fn pattern_plans(&self, owner: &[Owner]) -> Vec<Option<Pattern>> {
-        let mut seen: Vec<(Owner, usize)> = Vec::new();
-        owner
-            .iter()
-            .map(|&o| {
-                let nth = match seen.iter_mut().find(|(s, _)| *s == o) {
-                    Some((_, n)) => {
-                        *n += 1;
-                        *n - 1
-                    }
-                    None => {
-                        seen.push((o, 1));
-                        0
-                    }
-                };
-                let total = owner.iter().filter(|&&x| x == o).count();
-                self.patterns(o)
-                    .filter(|p| p.len() == total)
-                    .and_then(|p| p.get(nth))
-                    .cloned()
-            })
-            .collect()
     }
 }
 
@@ -625,11 +592,25 @@ fn lang_rules(
         }
     }
     literals.finish();
+    let patterns_below_top = rule_queries
+        .iter()
+        .map(LazyQuery::patterns)
+        .chain(embed_queries.iter().map(LazyQuery::patterns))
+        .all(|patterns| {
+            patterns.is_some_and(|patterns| {
+                patterns.iter().all(|p| {
+                    p.roots
+                        .as_ref()
+                        .is_some_and(|roots| roots.iter().all(|r| r != lang.top_kind()))
+                })
+            })
+        });
     Ok(LangRules {
         rules: rule_queries,
         embeds: embed_queries,
         all: OnceLock::new(),
         literals,
+        patterns_below_top,
     })
 }
 

@@ -1,5 +1,7 @@
 //! Positions in source text, and what of a tree is comment or string.
 
+use std::sync::OnceLock;
+
 use crate::lang::Language;
 
 /// Byte offsets of line starts, for turning an offset into line and column.
@@ -64,43 +66,97 @@ pub(crate) enum NodeRole {
     Other,
 }
 
-/// The role of a node, by grammar.
-pub(crate) fn role(lang: Language, node: &tree_sitter::Node<'_>) -> NodeRole {
-    let kind = node.kind();
-    if kind == "comment" {
-        return NodeRole::Comment;
-    }
-    let (s, e) = (node.start_byte(), node.end_byte());
-    let inner = |front: usize, back: usize| {
-        if e >= s + front + back {
-            NodeRole::String {
-                start: s + front,
-                end: e - back,
-            }
-        } else {
-            NodeRole::Other
-        }
-    };
+/// What a node kind is to the scanner, decided once per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Comment,
+    /// A string literal whose contents lie `front` bytes after its start
+    /// and `back` bytes before its end.
+    Quoted {
+        front: usize,
+        back: usize,
+    },
+    /// A Python string, whose contents lie between its `string_start` and
+    /// `string_end` children.
+    PythonString,
+    StringStart,
+    StringEnd,
+    Word,
+    Other,
+}
+
+fn class(lang: Language, kind: &str) -> Class {
     match (lang, kind) {
-        (Language::Python, "string") => python_string(node).unwrap_or(NodeRole::Other),
-        (Language::Bash, "string" | "raw_string") => inner(1, 1),
-        (Language::Bash, "ansi_c_string") => inner(2, 1),
-        (Language::Bash, "word") => NodeRole::Word,
+        (_, "comment") => Class::Comment,
+        (Language::Python, "string") => Class::PythonString,
+        (Language::Python, "string_start") => Class::StringStart,
+        (Language::Python, "string_end") => Class::StringEnd,
+        (Language::Bash, "string" | "raw_string") => Class::Quoted { front: 1, back: 1 },
+        (Language::Bash, "ansi_c_string") => Class::Quoted { front: 2, back: 1 },
+        (Language::Bash, "word") => Class::Word,
         (
             Language::JavaScript | Language::TypeScript | Language::Tsx,
             "string" | "template_string",
-        ) => inner(1, 1),
+        ) => Class::Quoted { front: 1, back: 1 },
+        _ => Class::Other,
+    }
+}
+
+/// The class of every node kind of a language, by kind id: the walk asks
+/// for every node of a tree, and comparing kind names costs more than the
+/// rest of the walk. Named kinds only (TypeScript's `string` type keyword
+/// is not a string literal).
+fn classes(lang: Language) -> &'static [Class] {
+    static TABLES: [OnceLock<Vec<Class>>; Language::ALL.len()] =
+        [const { OnceLock::new() }; Language::ALL.len()];
+    let slot = Language::ALL.iter().position(|&l| l == lang).unwrap_or(0);
+    TABLES[slot].get_or_init(|| {
+        let grammar = lang.grammar();
+        (0..grammar.node_kind_count())
+            .map(|id| {
+                let id = u16::try_from(id).unwrap_or(u16::MAX);
+                match grammar.node_kind_for_id(id) {
+                    Some(kind) if grammar.node_kind_is_named(id) => class(lang, kind),
+                    _ => Class::Other,
+                }
+            })
+            .collect()
+    })
+}
+
+fn class_of(table: &[Class], node: &tree_sitter::Node<'_>) -> Class {
+    table
+        .get(usize::from(node.kind_id()))
+        .copied()
+        .unwrap_or(Class::Other)
+}
+
+/// The role of a node, by grammar.
+pub(crate) fn role(lang: Language, node: &tree_sitter::Node<'_>) -> NodeRole {
+    let table = classes(lang);
+    let (s, e) = (node.start_byte(), node.end_byte());
+    match class_of(table, node) {
+        Class::Comment => NodeRole::Comment,
+        Class::Quoted { front, back } if e >= s + front + back => NodeRole::String {
+            start: s + front,
+            end: e - back,
+        },
+        Class::PythonString => python_string(table, node).unwrap_or(NodeRole::Other),
+        Class::Word => NodeRole::Word,
         _ => NodeRole::Other,
     }
 }
 
 /// A Python string's contents lie between its `string_start` (prefix and
 /// quotes) and `string_end` children.
-fn python_string(node: &tree_sitter::Node<'_>) -> Option<NodeRole> {
+fn python_string(table: &[Class], node: &tree_sitter::Node<'_>) -> Option<NodeRole> {
     let count = node.child_count();
     let first = node.child(0)?;
     let last = node.child(count.checked_sub(1)?)?;
-    if first.kind() != "string_start" || last.kind() != "string_end" || count < 2 {
+    if class_of(table, &first) != Class::StringStart
+        || class_of(table, &last) != Class::StringEnd
+        || count < 2
+    {
         return None;
     }
     Some(NodeRole::String {
