@@ -519,17 +519,13 @@ fn placed<'t>(
     hits: &Hits,
     groups: &[Vec<Option<&Pattern>>],
 ) -> Vec<Option<Vec<tree_sitter::Node<'t>>>> {
-    let mut out: Vec<Option<Vec<tree_sitter::Node<'t>>>> = vec![Some(Vec::new()); groups.len()];
-    for tree in trees {
-        for (slot, at) in out.iter_mut().zip(match_roots(tree, hits, groups)) {
-            match (slot.as_mut(), at) {
-                (Some(nodes), Where::RootedAt(found)) => nodes.extend(found),
-                (_, Where::Everywhere) => *slot = None,
-                (None, Where::RootedAt(_)) => {}
-            }
-        }
-    }
-    out
+    match_roots(trees, hits, groups)
+        .into_iter()
+        .map(|at| match at {
+            Where::RootedAt(nodes) => Some(nodes),
+            Where::Everywhere => None,
+        })
+        .collect()
 }
 
 fn requires(rule: &Rule, no_comments: &str) -> bool {
@@ -606,7 +602,11 @@ mod tests {
             .collect();
         let mut cursor = tree_sitter::QueryCursor::new();
         let mut out = Vec::new();
-        for ((owner, query), at) in owners.iter().zip(&queries).zip(placed(&trees, &hits, &groups)) {
+        for ((owner, query), at) in owners
+            .iter()
+            .zip(&queries)
+            .zip(placed(&trees, &hits, &groups))
+        {
             let (nodes, depth) = match at {
                 Some(nodes) => (nodes, Some(0)),
                 None => (vec![tree.root_node()], None),
@@ -689,7 +689,12 @@ mod tests {
             let got = cut.scan(&name, lang, &source).expect("scan");
             assert_eq!(expected, got, "{name}");
             compared += 1;
-            if parse(lang, &source, small, &|_| ()).expect("parse").pieces.len() > 1 {
+            if parse(lang, &source, small, &|_| ())
+                .expect("parse")
+                .pieces
+                .len()
+                > 1
+            {
                 cut_texts += 1;
             }
             findings += expected.findings.len() + expected.hosts.len();

@@ -27,26 +27,30 @@ pub(crate) enum Where<'t> {
     RootedAt(Vec<tree_sitter::Node<'t>>),
 }
 
-/// For each group of live patterns (a query's), the nodes of `tree` every
-/// match of the group is rooted at, or [`Where::Everywhere`] when one of
-/// its patterns' matches cannot be placed. One walk serves every group.
+/// For each group of live patterns (a query's), the nodes of `trees`
+/// every match of the group is rooted at, or [`Where::Everywhere`] when one
+/// of its patterns' matches cannot be placed. One walk of each tree serves
+/// every group.
 pub(crate) fn match_roots<'t>(
-    tree: &'t tree_sitter::Tree,
+    trees: &[&'t tree_sitter::Tree],
     hits: &Hits,
     groups: &[Vec<Option<&Pattern>>],
 ) -> Vec<Where<'t>> {
     let plan = Plan::of(hits, groups);
     let mut found: Vec<Vec<tree_sitter::Node<'t>>> = vec![Vec::new(); groups.len()];
     if !plan.patterns.is_empty() {
-        let mut cursor = tree.walk();
-        'walk: loop {
-            let node = cursor.node();
-            if plan.visit(&node, &mut found) && cursor.goto_first_child() {
-                continue;
-            }
-            while !cursor.goto_next_sibling() {
-                if !cursor.goto_parent() {
-                    break 'walk;
+        let mut held = Vec::with_capacity(plan.sets.len());
+        for tree in trees {
+            let mut cursor = tree.walk();
+            'walk: loop {
+                let node = cursor.node();
+                if plan.visit(&node, &mut held, &mut found) && cursor.goto_first_child() {
+                    continue;
+                }
+                while !cursor.goto_next_sibling() {
+                    if !cursor.goto_parent() {
+                        break 'walk;
+                    }
                 }
             }
         }
@@ -90,9 +94,9 @@ impl<'a> Plan<'a> {
             .iter()
             .map(|group| {
                 hits.complete
-                    && group.iter().all(|p| {
-                        p.is_some_and(|p| p.roots.is_some() && !p.sets.is_empty())
-                    })
+                    && group
+                        .iter()
+                        .all(|p| p.is_some_and(|p| p.roots.is_some() && !p.sets.is_empty()))
             })
             .collect();
         let mut distinct: Vec<&[usize]> = Vec::new();
@@ -105,13 +109,15 @@ impl<'a> Plan<'a> {
                 let sets = pattern
                     .sets
                     .iter()
-                    .map(|set| match distinct.iter().position(|d| *d == set.as_slice()) {
-                        Some(i) => i,
-                        None => {
-                            distinct.push(set);
-                            distinct.len() - 1
-                        }
-                    })
+                    .map(
+                        |set| match distinct.iter().position(|d| *d == set.as_slice()) {
+                            Some(i) => i,
+                            None => {
+                                distinct.push(set);
+                                distinct.len() - 1
+                            }
+                        },
+                    )
                     .collect();
                 patterns.push(Wanted {
                     group,
@@ -130,13 +136,16 @@ impl<'a> Plan<'a> {
     /// Record `node` for each group a live pattern of which can be rooted
     /// at it (it holds a literal of each of the pattern's sets and has one
     /// of its root kinds); whether a match may lie inside it at all.
+    /// `held` is scratch space, kept between calls.
     fn visit<'t>(
         &self,
         node: &tree_sitter::Node<'t>,
+        held: &mut Vec<Option<bool>>,
         found: &mut [Vec<tree_sitter::Node<'t>>],
     ) -> bool {
         let (start, end) = (node.start_byte(), node.end_byte());
-        let mut held: Vec<Option<bool>> = vec![None; self.sets.len()];
+        held.clear();
+        held.resize(self.sets.len(), None);
         let mut holds = |set: usize| -> bool {
             if let Some(known) = held.get(set).copied().flatten() {
                 return known;

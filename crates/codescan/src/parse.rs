@@ -187,9 +187,7 @@ fn point(source: &str, offset: usize) -> tree_sitter::Point {
 /// Where to cut `source`: the starts of the second and later pieces, each
 /// at the first statement line at or after an even share of the text.
 fn cut_points(lang: Language, source: &str, split: Split) -> Vec<usize> {
-    let pieces = split
-        .max_pieces
-        .min(source.len() / split.min_piece.max(1));
+    let pieces = split.max_pieces.min(source.len() / split.min_piece.max(1));
     let mut cuts: Vec<usize> = Vec::new();
     for k in 1..pieces {
         let target = (source.len() * k / pieces).max(cuts.last().map_or(0, |c| c + 1));
@@ -267,13 +265,19 @@ mod tests {
         let py = "import os\nx = (1,\n2)\ndef f():\n    return 1\nclass A:\n    pass\n";
         for cut in cut_points(Language::Python, py, small()) {
             let line = &py[cut..];
-            assert!(line.starts_with("def ") || line.starts_with("class "), "{line:?}");
+            assert!(
+                line.starts_with("def ") || line.starts_with("class "),
+                "{line:?}"
+            );
         }
         let sh = "echo one two three four \\\nrm -rf /tmp/x\necho five six seven\nls -l /\n";
         let cuts = cut_points(Language::Bash, sh, small());
         assert!(!cuts.is_empty());
         for cut in cuts {
-            assert!(!sh[cut..].starts_with("rm "), "a continued line is not a cut");
+            assert!(
+                !sh[cut..].starts_with("rm "),
+                "a continued line is not a cut"
+            );
         }
     }
 
@@ -282,13 +286,29 @@ mod tests {
         // A statement line inside a construct that spans it: a string, a
         // heredoc, a template, a compound command, a bracket.
         for (lang, text, inner) in [
-            (Language::Python, "x = \"\"\"\ndef f():\n    pass\n\"\"\"\ny = 1\n", "def f"),
+            (
+                Language::Python,
+                "x = \"\"\"\ndef f():\n    pass\n\"\"\"\ny = 1\n",
+                "def f",
+            ),
             (Language::Python, "x = (a\n@ b)\nclass A: pass\n", "@ b"),
-            (Language::Bash, "cat <<EOF\nrm -rf /\nEOF\necho done\n", "rm -rf"),
+            (
+                Language::Bash,
+                "cat <<EOF\nrm -rf /\nEOF\necho done\n",
+                "rm -rf",
+            ),
             (Language::Bash, "if true; then\nrm -rf /\nfi\n", "rm -rf"),
             (Language::Bash, "echo 'a\nrm -rf /'\n", "rm -rf"),
-            (Language::JavaScript, "const s = `\nconst t = 1\n`;\nlet u = 2\n", "const t"),
-            (Language::JavaScript, "/*\nfunction f() {}\n*/\n", "function f"),
+            (
+                Language::JavaScript,
+                "const s = `\nconst t = 1\n`;\nlet u = 2\n",
+                "const t",
+            ),
+            (
+                Language::JavaScript,
+                "/*\nfunction f() {}\n*/\n",
+                "function f",
+            ),
         ] {
             let cut = text.find(inner).expect("inner line");
             assert!(starts_statement(lang, &text.as_bytes()[cut..]), "{text:?}");
@@ -302,7 +322,10 @@ mod tests {
     #[test]
     fn an_error_after_clean_pieces_stays_in_its_piece() {
         let text = "import os\nos.system('id')\ndef f(:\n    pass\nclass A:\n    pass\n";
-        let cuts = [text.find("def f").expect("def"), text.find("class A").expect("class")];
+        let cuts = [
+            text.find("def f").expect("def"),
+            text.find("class A").expect("class"),
+        ];
         let parsed = parse_at(Language::Python, text, &cuts, &|_| ()).expect("parse");
         let trees: Vec<_> = parsed.trees().collect();
         // The clean first piece is kept; the rest is one piece.
