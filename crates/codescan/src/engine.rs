@@ -5,17 +5,14 @@
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use regex::Regex;
-use tree_sitter::StreamingIterator;
-
 use crate::error::Error;
 use crate::finding::{Finding, HostRef};
 use crate::lang::Language;
-use crate::narrow::{match_roots, Where};
+use crate::matches::{find, live_queries, Found};
 use crate::parse::{parse, Split};
-use crate::prefilter::{Hits, Pattern};
-use crate::rules::{Compiled, LangRules, Owner, Rule, RulePack};
-use crate::text::{literal_value, role, snippet, LineIndex, NodeRole};
+use crate::rules::{Compiled, LangRules, Rule, RulePack};
+use crate::text::{role, snippet, LineIndex, NodeRole};
+use regex::Regex;
 
 /// How deep code inside strings inside code is followed.
 const MAX_DEPTH: usize = 4;
@@ -132,6 +129,12 @@ fn blank(bytes: &mut [u8], start: usize, end: usize) {
             *b = b' ';
         }
     }
+}
+
+/// What scanning one piece of a text found on the thread that parsed it.
+struct Piece<'s> {
+    marks: Marks,
+    found: Vec<Found<'s>>,
 }
 
 /// What one walk of a tree finds: byte ranges of comments, of string
@@ -285,8 +288,17 @@ impl Scanner {
         } else {
             Split::never()
         };
-        let parsed = parse(lang, source, split, &|tree| mark(lang, tree))
-            .map_err(|e| Error::Parse(format!("{file}: {e}")))?;
+        let hits = rules.literals.hits(source);
+        let live = live_queries(rules, lang, &hits, depth < MAX_DEPTH)?;
+        let pieces = parse(lang, source, split, &|tree| {
+            Ok::<_, Error>(Piece {
+                marks: mark(lang, tree),
+                found: find(rules, lang, &live, tree, &hits, source)?,
+            })
+        })
+        .map_err(|e| Error::Parse(format!("{file}: {e}")))?
+        .into_iter()
+        .collect::<Result<Vec<Piece<'_>>, Error>>()?;
         let unit = Unit {
             file,
             lang,
@@ -294,87 +306,48 @@ impl Scanner {
             lines: LineIndex::new(source),
             origin,
         };
-        let walked = walked(source, parsed.pieces.iter().map(|(_, marks)| marks));
-        let trees: Vec<&tree_sitter::Tree> = parsed.trees().collect();
-        let inner = self.queries(&unit, rules, &trees, &walked, depth < MAX_DEPTH, out)?;
+        let walked = walked(source, pieces.iter().map(|p| &p.marks));
+        let inner = self.found(&unit, rules, &pieces, &walked, out);
         self.expressions(&unit, &walked, out);
         hosts(&unit, &walked, out);
         self.embedded(&unit, inner, depth, out)?;
         Ok(())
     }
 
-    /// Run the rule and embedding queries the text can match: findings,
-    /// and the code inside strings that is run, as (target, text, offset).
-    fn queries<'s>(
+    /// The findings of the rule queries whose rules' `requires` the text
+    /// meets, and the code inside strings that is run, as (target, text,
+    /// offset).
+    fn found<'s>(
         &self,
         unit: &Unit<'s>,
         rules: &LangRules,
-        trees: &[&tree_sitter::Tree],
+        pieces: &[Piece<'s>],
         walked: &Walked,
-        embeds: bool,
         out: &mut ScanResult,
-    ) -> Result<Vec<(Language, &'s str, usize)>, Error> {
-        let hits = rules.literals.hits(unit.source);
-        let present = &hits.present;
-        let rule_live = rules.rules.iter().enumerate().filter(|(_, q)| {
-            q.possible(present)
-                && self
-                    .compiled
-                    .rules
-                    .get(q.owner)
-                    .is_some_and(|r| requires(r, &walked.no_comments))
-        });
-        let embed_live = rules
-            .embeds
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| embeds && q.possible(present));
-        let live: Vec<Owner> = rule_live
-            .map(|(i, _)| Owner::Rule(i))
-            .chain(embed_live.map(|(i, _)| Owner::Embed(i)))
-            .collect();
+    ) -> Vec<(Language, &'s str, usize)> {
         let mut inner = Vec::new();
-        run_queries(
-            rules,
-            &live,
-            unit,
-            trees,
-            &hits,
-            |owner, query, m| match owner {
-                Owner::Rule(i) => {
+        let mut met: Vec<Option<bool>> = vec![None; rules.rules.len()];
+        for found in pieces.iter().flat_map(|p| &p.found) {
+            match *found {
+                Found::Rule { query, at } => {
                     let Some(rule) = rules
                         .rules
-                        .get(i)
+                        .get(query)
                         .and_then(|q| self.compiled.rules.get(q.owner))
                     else {
-                        return;
+                        continue;
                     };
-                    let hit = query.capture_index_for_name("hit");
-                    let node = m
-                        .captures()
-                        .iter()
-                        .find(|c| Some(c.index) == hit)
-                        .or_else(|| m.captures().first());
-                    if let Some(c) = node {
-                        out.findings.push(unit.finding(rule, c.node.start_byte()));
+                    let Some(slot) = met.get_mut(query) else {
+                        continue;
+                    };
+                    if *slot.get_or_insert_with(|| requires(rule, &walked.no_comments)) {
+                        out.findings.push(unit.finding(rule, at));
                     }
                 }
-                Owner::Embed(i) => {
-                    let (Some(code), Some(q)) =
-                        (query.capture_index_for_name("code"), rules.embeds.get(i))
-                    else {
-                        return;
-                    };
-                    for c in m.captures().iter().filter(|c| c.index == code) {
-                        let (text, start) = literal_value(unit.lang, &c.node, unit.source);
-                        if !text.trim().is_empty() {
-                            inner.push((q.owner, text, start));
-                        }
-                    }
-                }
-            },
-        )?;
-        Ok(inner)
+                Found::Embed { to, text, start } => inner.push((to, text, start)),
+            }
+        }
+        inner
     }
 
     fn expressions(&self, unit: &Unit<'_>, walked: &Walked, out: &mut ScanResult) {
@@ -423,111 +396,6 @@ impl Scanner {
     }
 }
 
-/// Above this many queries that must walk whole trees, they run as the
-/// language's one combined query: most of a query's cost is its walk of
-/// the tree (`benches/scan/run.sh`, instruction counts), so one walk beats
-/// several.
-const COMBINE_OVER: usize = 1;
-
-/// Run the `live` queries: each on its own, starting only at the nodes its
-/// matches can be rooted at (`crate::narrow`), and those whose matches
-/// cannot be placed over the whole trees (as the combined query when there
-/// are more than [`COMBINE_OVER`]). `found` gets each match with the query
-/// it belongs to and the compiled query that matched.
-fn run_queries(
-    rules: &LangRules,
-    live: &[Owner],
-    unit: &Unit<'_>,
-    trees: &[&tree_sitter::Tree],
-    hits: &Hits,
-    mut found: impl FnMut(Owner, &tree_sitter::Query, &tree_sitter::QueryMatch<'_, '_>),
-) -> Result<(), Error> {
-    let mut cursor = tree_sitter::QueryCursor::new();
-    let source = unit.source.as_bytes();
-    let mut queries = Vec::new();
-    for &owner in live {
-        if let Some(query) = rules.query(owner, unit.lang)? {
-            queries.push((owner, query, live_patterns(rules, owner, query, hits)));
-        }
-    }
-    let groups: Vec<_> = queries.iter().map(|(_, _, p)| p.clone()).collect();
-    let mut everywhere = Vec::new();
-    cursor.set_max_start_depth(Some(0));
-    for ((owner, query, _), at) in queries.iter().zip(placed(trees, hits, &groups)) {
-        let Some(nodes) = at else {
-            everywhere.push(*owner);
-            continue;
-        };
-        for node in nodes {
-            let mut matches = cursor.matches(query, node, source);
-            while let Some(m) = matches.next() {
-                found(*owner, query, m);
-            }
-        }
-    }
-    cursor.set_max_start_depth(None);
-    let roots = || trees.iter().map(|t| t.root_node());
-    if everywhere.len() > COMBINE_OVER {
-        let all = rules.combined(unit.lang)?;
-        for root in roots() {
-            let mut matches = cursor.matches(&all.query, root, source);
-            while let Some(m) = matches.next() {
-                match all.owner.get(m.pattern_index) {
-                    Some(owner) if everywhere.contains(owner) => found(*owner, &all.query, m),
-                    _ => {}
-                }
-            }
-        }
-        return Ok(());
-    }
-    for owner in everywhere {
-        let Some(query) = rules.query(owner, unit.lang)? else {
-            continue;
-        };
-        for root in roots() {
-            let mut matches = cursor.matches(query, root, source);
-            while let Some(m) = matches.next() {
-                found(owner, query, m);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The patterns of an owner's query that can match a text with these hits
-/// (all of them, unknown, when the query's patterns are not known).
-fn live_patterns<'r>(
-    rules: &'r LangRules,
-    owner: Owner,
-    query: &tree_sitter::Query,
-    hits: &Hits,
-) -> Vec<Option<&'r Pattern>> {
-    match rules.patterns(owner) {
-        Some(known) if known.len() == query.pattern_count() => known
-            .iter()
-            .filter(|p| p.possible(&hits.present))
-            .map(Some)
-            .collect(),
-        _ => vec![None],
-    }
-}
-
-/// For each group of live patterns, the nodes in every tree of the text
-/// that its matches are rooted at; `None` when they cannot be placed.
-fn placed<'t>(
-    trees: &[&'t tree_sitter::Tree],
-    hits: &Hits,
-    groups: &[Vec<Option<&Pattern>>],
-) -> Vec<Option<Vec<tree_sitter::Node<'t>>>> {
-    match_roots(trees, hits, groups)
-        .into_iter()
-        .map(|at| match at {
-            Where::RootedAt(nodes) => Some(nodes),
-            Where::Everywhere => None,
-        })
-        .collect()
-}
-
 fn requires(rule: &Rule, no_comments: &str) -> bool {
     rule.requires.iter().all(|re| re.is_match(no_comments))
 }
@@ -569,7 +437,13 @@ fn is_loopback(host: &str) -> bool {
 mod tests {
     use std::path::PathBuf;
 
+    use tree_sitter::StreamingIterator;
+
     use super::*;
+    use crate::matches::live_patterns;
+    use crate::narrow::{match_roots, Where};
+    use crate::prefilter::Pattern;
+    use crate::rules::Owner;
 
     /// A match: its query, its pattern, and each capture's index and byte
     /// range.
@@ -602,14 +476,11 @@ mod tests {
             .collect();
         let mut cursor = tree_sitter::QueryCursor::new();
         let mut out = Vec::new();
-        for ((owner, query), at) in owners
-            .iter()
-            .zip(&queries)
-            .zip(placed(&trees, &hits, &groups))
-        {
+        let placed = match_roots(&trees, &hits, &groups);
+        for ((owner, query), at) in owners.iter().zip(&queries).zip(placed) {
             let (nodes, depth) = match at {
-                Some(nodes) => (nodes, Some(0)),
-                None => (vec![tree.root_node()], None),
+                Where::RootedAt(nodes) => (nodes, Some(0)),
+                Where::Everywhere => (vec![tree.root_node()], None),
             };
             cursor.set_max_start_depth(depth);
             for node in nodes {
@@ -670,6 +541,7 @@ mod tests {
         let small = Split {
             min_piece: 256,
             max_pieces: 4,
+            threads: 2,
         };
         let cut = Scanner {
             split: small,
@@ -680,8 +552,10 @@ mod tests {
             let Ok(source) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            let one = parse(lang, &source, Split::never(), &|_| ()).expect("parse");
-            if one.trees().any(|t| t.root_node().has_error()) {
+            let errors = parse(lang, &source, Split::never(), &|t| {
+                t.root_node().has_error()
+            });
+            if errors.expect("parse").contains(&true) {
                 continue;
             }
             let name = path.display().to_string();
@@ -689,12 +563,7 @@ mod tests {
             let got = cut.scan(&name, lang, &source).expect("scan");
             assert_eq!(expected, got, "{name}");
             compared += 1;
-            if parse(lang, &source, small, &|_| ())
-                .expect("parse")
-                .pieces
-                .len()
-                > 1
-            {
+            if parse(lang, &source, small, &|_| ()).expect("parse").len() > 1 {
                 cut_texts += 1;
             }
             findings += expected.findings.len() + expected.hosts.len();

@@ -21,6 +21,7 @@ mod engine;
 mod error;
 mod finding;
 mod lang;
+mod matches;
 mod narrow;
 mod parse;
 mod prefilter;

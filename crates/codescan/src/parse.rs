@@ -15,6 +15,7 @@
 //! the top (where every rule's pattern is rooted: the caller checks) is the
 //! same.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::error::Error;
@@ -23,23 +24,29 @@ use crate::lang::Language;
 /// How a text may be cut.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Split {
-    /// Below this many bytes a piece is not worth a thread.
+    /// Below this many bytes a piece is not worth its overhead.
     pub min_piece: usize,
-    /// At most this many pieces (the cores to use).
+    /// At most this many pieces.
     pub max_pieces: usize,
+    /// Threads that take pieces in turn (this one and helpers).
+    pub threads: usize,
 }
 
 impl Split {
-    /// Pieces of at least 8 KiB (about 1 ms of parsing), one per core, at
-    /// most four.
+    /// One thread per core (at most four), and twice as many pieces of at
+    /// least 6 KiB (under a millisecond of parsing each): a helper thread
+    /// that starts late (a new thread may wait for the core it was made
+    /// on) finds fewer pieces left, not a whole half to do.
     pub fn for_this_machine() -> Split {
         static CORES: OnceLock<usize> = OnceLock::new();
         let cores = *CORES.get_or_init(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         });
+        let threads = cores.min(4);
         Split {
-            min_piece: 8 << 10,
-            max_pieces: cores.min(4),
+            min_piece: 6 << 10,
+            max_pieces: if threads > 1 { 2 * threads } else { 1 },
+            threads,
         }
     }
 
@@ -48,31 +55,28 @@ impl Split {
         Split {
             min_piece: usize::MAX,
             max_pieces: 1,
+            threads: 1,
         }
     }
 }
 
-/// The trees of a text, in the text's order (byte offsets are the text's),
-/// each with what the caller's work on it gave.
-pub(crate) struct Parsed<T> {
-    pub pieces: Vec<(tree_sitter::Tree, T)>,
-}
-
-impl<T> Parsed<T> {
-    pub fn trees(&self) -> impl Iterator<Item = &tree_sitter::Tree> {
-        self.pieces.iter().map(|(tree, _)| tree)
-    }
-}
-
 /// Parse `source`, in pieces when `split` allows, whole otherwise; `then`
-/// runs on each piece's tree on the thread that parsed it.
+/// runs on each piece's tree on the thread that parsed it (which then
+/// drops the tree). The results are in the text's order; byte offsets in
+/// every tree are the text's.
 pub(crate) fn parse<T: Send>(
     lang: Language,
     source: &str,
     split: Split,
     then: &(dyn Fn(&tree_sitter::Tree) -> T + Sync),
-) -> Result<Parsed<T>, Error> {
-    parse_at(lang, source, &cut_points(lang, source, split), then)
+) -> Result<Vec<T>, Error> {
+    parse_at(
+        lang,
+        source,
+        &cut_points(lang, source, split),
+        split.threads,
+        then,
+    )
 }
 
 /// Parse `source` cut before each of `cuts`, the pieces at once. The
@@ -85,22 +89,22 @@ fn parse_at<T: Send>(
     lang: Language,
     source: &str,
     cuts: &[usize],
+    threads: usize,
     then: &(dyn Fn(&tree_sitter::Tree) -> T + Sync),
-) -> Result<Parsed<T>, Error> {
+) -> Result<Vec<T>, Error> {
     let mut bounds = vec![0];
     bounds.extend_from_slice(cuts);
     bounds.push(source.len());
     let ranges: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
-    let mut pieces = parse_pieces(lang, source, &ranges, then)?;
-    let first_error = pieces.iter().position(|(t, _)| t.root_node().has_error());
+    let mut pieces = parse_pieces(lang, source, &ranges, threads, then)?;
+    let first_error = pieces.iter().position(|(clean, _)| !clean);
     if let Some(k) = first_error.filter(|&k| k + 1 < pieces.len()) {
         pieces.truncate(k);
         let start = ranges.get(k).map_or(0, |r| r.0);
         let rest = parse_piece(lang, source, start, source.len())?;
-        let done = then(&rest);
-        pieces.push((rest, done));
+        pieces.push((true, then(&rest)));
     }
-    Ok(Parsed { pieces })
+    Ok(pieces.into_iter().map(|(_, done)| done).collect())
 }
 
 fn parser(lang: Language) -> Result<tree_sitter::Parser, Error> {
@@ -111,35 +115,48 @@ fn parser(lang: Language) -> Result<tree_sitter::Parser, Error> {
     Ok(parser)
 }
 
-/// Each piece on its own thread (the first on this one), `then` after it.
+/// The pieces, taken in turn by this thread and `threads - 1` helpers,
+/// `then` after each: whether the piece parsed cleanly, and what `then`
+/// gave, in the pieces' order.
 fn parse_pieces<T: Send>(
     lang: Language,
     source: &str,
     ranges: &[(usize, usize)],
+    threads: usize,
     then: &(dyn Fn(&tree_sitter::Tree) -> T + Sync),
-) -> Result<Vec<(tree_sitter::Tree, T)>, Error> {
-    let Some((&(start, end), rest)) = ranges.split_first() else {
-        return Ok(Vec::new());
-    };
-    let piece = |start: usize, end: usize| -> Result<(tree_sitter::Tree, T), Error> {
-        let tree = parse_piece(lang, source, start, end)?;
-        let done = then(&tree);
-        Ok((tree, done))
-    };
-    std::thread::scope(|scope| {
-        let others: Vec<_> = rest
-            .iter()
-            .map(|&(s, e)| scope.spawn(move || piece(s, e)))
-            .collect();
-        let mut pieces = vec![piece(start, end)?];
-        for handle in others {
-            let done = handle
-                .join()
-                .map_err(|_| Error::Parse("a parser thread panicked".into()))??;
-            pieces.push(done);
+) -> Result<Vec<(bool, T)>, Error> {
+    type Done<T> = Vec<(usize, Result<(bool, T), Error>)>;
+    let next = AtomicUsize::new(0);
+    let work = || -> Done<T> {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(start, end)) = ranges.get(i) else {
+                break;
+            };
+            let piece = parse_piece(lang, source, start, end)
+                .map(|tree| (!tree.root_node().has_error(), then(&tree)));
+            done.push((i, piece));
         }
-        Ok(pieces)
-    })
+        done
+    };
+    let helpers = threads
+        .saturating_sub(1)
+        .min(ranges.len().saturating_sub(1));
+    let mut all: Done<T> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..helpers).map(|_| scope.spawn(work)).collect();
+        let mut all = work();
+        for handle in handles {
+            all.extend(
+                handle
+                    .join()
+                    .map_err(|_| Error::Parse("a parser thread panicked".into()))?,
+            );
+        }
+        Ok::<_, Error>(all)
+    })?;
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, piece)| piece).collect()
 }
 
 /// The tree of the text from `start` to `end` alone (the whole text
@@ -257,6 +274,7 @@ mod tests {
         Split {
             min_piece: 16,
             max_pieces: 4,
+            threads: 2,
         }
     }
 
@@ -312,8 +330,7 @@ mod tests {
         ] {
             let cut = text.find(inner).expect("inner line");
             assert!(starts_statement(lang, &text.as_bytes()[cut..]), "{text:?}");
-            let parsed = parse_at(lang, text, &[cut], &|_| ()).expect("parse");
-            let trees: Vec<_> = parsed.trees().collect();
+            let trees = parse_at(lang, text, &[cut], 2, &|t| t.clone()).expect("parse");
             assert_eq!(trees.len(), 1, "{text:?}");
             assert!(!trees[0].root_node().has_error(), "{text:?}");
         }
@@ -326,8 +343,7 @@ mod tests {
             text.find("def f").expect("def"),
             text.find("class A").expect("class"),
         ];
-        let parsed = parse_at(Language::Python, text, &cuts, &|_| ()).expect("parse");
-        let trees: Vec<_> = parsed.trees().collect();
+        let trees = parse_at(Language::Python, text, &cuts, 2, &|t| t.clone()).expect("parse");
         // The clean first piece is kept; the rest is one piece.
         assert_eq!(trees.len(), 2);
         assert!(!trees[0].root_node().has_error());
@@ -338,10 +354,10 @@ mod tests {
     #[test]
     fn clean_pieces_keep_the_texts_offsets() {
         let text = "import os\nimport sys\ndef f():\n    os.system('id')\nclass A:\n    pass\n";
-        let parsed = parse(Language::Python, text, small(), &|_| ()).expect("parse");
-        assert!(parsed.pieces.len() > 1);
-        let functions: Vec<&str> = parsed
-            .trees()
+        let trees = parse(Language::Python, text, small(), &|t| t.clone()).expect("parse");
+        assert!(trees.len() > 1);
+        let functions: Vec<&str> = trees
+            .iter()
             .flat_map(|t| {
                 let root = t.root_node();
                 (0..root.named_child_count())
