@@ -8,12 +8,13 @@
 //! command in shell) and each piece is parsed on its own with the text's
 //! other bytes excluded (`set_included_ranges`), so node offsets stay the
 //! text's own. A piece that ends inside a construct (a string, a bracket,
-//! a heredoc, a compound command, a line continued with `\`) or begins in
-//! the middle of one does not parse cleanly; then the text is parsed whole
-//! instead. Pieces that all parse cleanly, cut where a new statement
-//! starts, are the statements the whole parse has, so every node below
-//! the top (where every rule's pattern is rooted: the caller checks) is the
-//! same.
+//! a heredoc, a compound command, a line continued with `\`) does not
+//! parse cleanly; then the text from that piece on is parsed as one piece.
+//! Pieces that all parse cleanly, cut where a new statement starts, are
+//! the statements the whole parse has, so every node below the top (where
+//! every rule's pattern is rooted: the caller checks) is the same. A piece
+//! that follows clean pieces starts at a real statement boundary, so a
+//! syntax error in it is recovered within it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
