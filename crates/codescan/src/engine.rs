@@ -296,7 +296,10 @@ impl Scanner {
                 found: find(rules, lang, &live, tree, &hits, source)?,
             })
         })
-        .map_err(|e| Error::Parse(format!("{file}: {e}")))?
+        .map_err(|e| match e {
+            Error::Parse(why) => Error::Parse(format!("{file}: {why}")),
+            other => other,
+        })?
         .into_iter()
         .collect::<Result<Vec<Piece<'_>>, Error>>()?;
         let unit = Unit {
