@@ -9,7 +9,8 @@
 //! node kinds that outermost node can have. A match of pattern P is
 //! therefore rooted at a node of one of P's root kinds that holds a literal
 //! of each of P's literal sets. Walking down from the tree's root only into
-//! nodes that hold a needed literal finds every such node; the cursor then
+//! nodes that hold the literals of some live pattern finds every such
+//! node (every ancestor of one holds them too); the cursor then
 //! starts at each of them and matches patterns rooted there alone (a
 //! maximum start depth of 0), instead of walking the whole tree. A pattern
 //! whose roots or literals are not known sends the cursor over the whole
