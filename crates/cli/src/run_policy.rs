@@ -58,13 +58,7 @@ pub enum Verdict {
 /// Tighten a run's limits with a policy's (each the lower of the two; a
 /// limit the run did not have is set).
 pub fn tighten(policy: &ExecLimitsView, limits: &mut cordon_jail::Limits) {
-    let mut l = cordon_jail::session::ExecLimits {
-        memory: limits.memory,
-        pids: limits.pids,
-    };
-    l.tighten(policy.memory, policy.pids);
-    limits.memory = l.memory;
-    limits.pids = l.pids;
+    limits.tighten(policy.memory, policy.pids);
     if let Some(ms) = policy.timeout_ms {
         let cap = Duration::from_millis(ms);
         limits.wall = Some(limits.wall.map_or(cap, |w| w.min(cap)));

@@ -131,6 +131,21 @@ pub struct Limits {
     pub kernel: crate::budgets::KernelBudgets,
 }
 
+impl Limits {
+    /// Tighten the memory and pids limits with a policy's caps: each
+    /// becomes the lower of the two (a limit only one side has is kept),
+    /// never higher; the same rule as [`crate::session::ExecLimits::tighten`].
+    pub fn tighten(&mut self, memory: Option<u64>, pids: Option<u64>) {
+        let mut both = crate::session::ExecLimits {
+            memory: self.memory,
+            pids: self.pids,
+        };
+        both.tighten(memory, pids);
+        self.memory = both.memory;
+        self.pids = both.pids;
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputLimitAction {
@@ -275,5 +290,25 @@ mod opt_secs {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         let v = Option::<f64>::deserialize(d)?;
         Ok(v.and_then(|s| Duration::try_from_secs_f64(s).ok()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tightening_limits_keeps_the_lower_of_each_and_never_raises() {
+        let mut limits = Limits {
+            memory: Some(512 << 20),
+            pids: None,
+            ..Limits::default()
+        };
+        limits.tighten(Some(256 << 20), Some(64));
+        assert_eq!((limits.memory, limits.pids), (Some(256 << 20), Some(64)));
+        limits.tighten(Some(1 << 30), None);
+        assert_eq!((limits.memory, limits.pids), (Some(256 << 20), Some(64)));
+        limits.tighten(None, Some(32));
+        assert_eq!((limits.memory, limits.pids), (Some(256 << 20), Some(32)));
     }
 }

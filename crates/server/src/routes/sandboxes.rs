@@ -76,9 +76,7 @@ pub async fn create(
     };
     let allowed = state.check(&caller, None, asked).await?;
     if let Some(l) = allowed.limits {
-        let limits = &mut plan.spec.limits;
-        limits.memory = narrower(limits.memory, l.memory);
-        limits.pids = narrower(limits.pids, l.pids);
+        plan.spec.limits.tighten(l.memory, l.pids);
     }
     for secret in &plan.profile.secrets {
         let name = secret.name.clone();
@@ -156,14 +154,6 @@ pub async fn create(
     // ends it as lost.
     state.audit().flushed().await;
     Ok((StatusCode::CREATED, Json(view(&state, &session))))
-}
-
-/// The smaller of a limit and a policy's cap on it.
-fn narrower(limit: Option<u64>, cap: Option<u64>) -> Option<u64> {
-    match (limit, cap) {
-        (Some(l), Some(c)) => Some(l.min(c)),
-        (l, c) => l.or(c),
-    }
 }
 
 #[utoipa::path(get, path = "/v1/sandboxes", tag = "sandboxes",
