@@ -341,6 +341,59 @@ mod tests {
         }
     }
 
+    /// The top-level statements of `text` as S-expressions, from the whole
+    /// parse or from the pieces cut before each statement line.
+    fn statements(lang: Language, text: &str, cuts: &[usize]) -> Vec<String> {
+        parse_at(lang, text, cuts, 2, &|t| {
+            let root = t.root_node();
+            let mut cursor = root.walk();
+            root.named_children(&mut cursor)
+                .map(|n| format!("{}@{}", n.to_sexp(), n.start_byte()))
+                .collect::<Vec<_>>()
+        })
+        .expect("parse")
+        .concat()
+    }
+
+    #[test]
+    fn pieces_cut_at_statement_lines_are_the_whole_parse_s_statements() {
+        // Lines a cut may fall before that a careless cut would misread:
+        // JavaScript without semicolons (a cut must not end an expression
+        // the next line continues), Python decorators and `from`, shell
+        // functions and a line after a continued one.
+        let texts = [
+            (
+                Language::JavaScript,
+                "let a = b\nconst c = d\n(e)\nfunction f() { return 1 }\nclass G {}\nexport const h = `x\ny`\nvar i = j\n+ k\nimport('l')\nlet m = 1\n",
+            ),
+            (
+                Language::Python,
+                "import os\n@decorator\ndef f():\n    return 1\nfrom x import y\nclass A:\n    def g(self):\n        pass\nasync def h():\n    await z\nx = (1 +\n2)\ndef k(): pass\n",
+            ),
+            (
+                Language::Bash,
+                "f() {\n  echo one\n}\necho two \\\n  three\ncase x in\n  y) echo y ;;\nesac\nls -l\nfor i in 1 2; do\n  echo $i\ndone\nrm -f x\n",
+            ),
+        ];
+        for (lang, text) in texts {
+            let whole = statements(lang, text, &[]);
+            let lines: Vec<usize> = std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .filter(|&at| at > 0 && at < text.len())
+                .filter(|&at| starts_statement(lang, &text.as_bytes()[at..]))
+                .collect();
+            assert!(lines.len() >= 3, "{text:?}");
+            // Every statement line alone, and all of them at once.
+            for cuts in lines.iter().map(|&at| vec![at]).chain([lines.clone()]) {
+                assert_eq!(
+                    statements(lang, text, &cuts),
+                    whole,
+                    "{lang} cut at {cuts:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn an_error_after_clean_pieces_stays_in_its_piece() {
         let text = "import os\nos.system('id')\ndef f(:\n    pass\nclass A:\n    pass\n";
