@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use crate::error::Error;
 use crate::finding::{Finding, HostRef};
 use crate::lang::Language;
+use crate::lazy_regex::LazyRegex;
 use crate::matches::{find, live_queries, Found};
 use crate::parse::{parse, Split};
 use crate::rules::{Compiled, LangRules, Rule, RulePack};
@@ -310,8 +311,8 @@ impl Scanner {
             origin,
         };
         let walked = walked(source, pieces.iter().map(|p| &p.marks));
-        let inner = self.found(&unit, rules, &pieces, &walked, out);
-        self.expressions(&unit, &walked, out);
+        let inner = self.found(&unit, rules, &pieces, &walked, out)?;
+        self.expressions(&unit, &walked, out)?;
         hosts(&unit, &walked, out);
         self.embedded(&unit, inner, depth, out)?;
         Ok(())
@@ -327,7 +328,7 @@ impl Scanner {
         pieces: &[Piece<'s>],
         walked: &Walked,
         out: &mut ScanResult,
-    ) -> Vec<(Language, &'s str, usize)> {
+    ) -> Result<Vec<(Language, &'s str, usize)>, Error> {
         let mut inner = Vec::new();
         let mut met: Vec<Option<bool>> = vec![None; rules.rules.len()];
         for found in pieces.iter().flat_map(|p| &p.found) {
@@ -343,37 +344,56 @@ impl Scanner {
                     let Some(slot) = met.get_mut(query) else {
                         continue;
                     };
-                    if *slot.get_or_insert_with(|| requires(rule, &walked.no_comments)) {
+                    let holds = match *slot {
+                        Some(known) => known,
+                        None => *slot.insert(requires(rule, &walked.no_comments)?),
+                    };
+                    if holds {
                         out.findings.push(unit.finding(rule, at));
                     }
                 }
                 Found::Embed { to, text, start } => inner.push((to, text, start)),
             }
         }
-        inner
+        Ok(inner)
     }
 
-    fn expressions(&self, unit: &Unit<'_>, walked: &Walked, out: &mut ScanResult) {
+    /// The findings of the rules' `code` regexes (on the code view) and
+    /// `strings` regexes (on each literal).
+    fn expressions(
+        &self,
+        unit: &Unit<'_>,
+        walked: &Walked,
+        out: &mut ScanResult,
+    ) -> Result<(), Error> {
         for rule in &self.compiled.rules {
-            if !rule.applies_to(unit.lang) || !requires(rule, &walked.no_comments) {
+            if !rule.applies_to(unit.lang) || !requires(rule, &walked.no_comments)? {
                 continue;
             }
-            if let Some(re) = &rule.code {
+            if let Some(re) = rule
+                .code
+                .as_ref()
+                .map(|re| compiled(rule, re, &walked.code))
+                .transpose()?
+                .flatten()
+            {
                 for m in re.find_iter(&walked.code).take(MAX_CODE_MATCHES) {
                     out.findings.push(unit.finding(rule, m.start()));
                 }
             }
-            if let Some(re) = &rule.strings {
-                for &(start, end) in &walked.literals {
-                    let Some(text) = unit.source.get(start..end) else {
-                        continue;
-                    };
-                    if let Some(m) = re.find(text) {
-                        out.findings.push(unit.finding(rule, start + m.start()));
-                    }
+            let Some(strings) = &rule.strings else {
+                continue;
+            };
+            for &(start, end) in &walked.literals {
+                let Some(text) = unit.source.get(start..end) else {
+                    continue;
+                };
+                if let Some(m) = compiled(rule, strings, text)?.and_then(|re| re.find(text)) {
+                    out.findings.push(unit.finding(rule, start + m.start()));
                 }
             }
         }
+        Ok(())
     }
 
     /// Scan the code found inside strings, in its own language.
@@ -399,8 +419,20 @@ impl Scanner {
     }
 }
 
-fn requires(rule: &Rule, no_comments: &str) -> bool {
-    rule.requires.iter().all(|re| re.is_match(no_comments))
+/// `re` of `rule` compiled, when `text` may hold a match.
+fn compiled<'r>(rule: &Rule, re: &'r LazyRegex, text: &str) -> Result<Option<&'r Regex>, Error> {
+    re.for_text(text).map_err(|e| rule.regex_error(e))
+}
+
+/// Whether every `requires` regex of `rule` matches the text without
+/// comments.
+fn requires(rule: &Rule, no_comments: &str) -> Result<bool, Error> {
+    for re in &rule.requires {
+        if !re.is_match(no_comments).map_err(|e| rule.regex_error(e))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn hosts(unit: &Unit<'_>, walked: &Walked, out: &mut ScanResult) {

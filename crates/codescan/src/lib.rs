@@ -21,6 +21,7 @@ mod engine;
 mod error;
 mod finding;
 mod lang;
+mod lazy_regex;
 mod matches;
 mod narrow;
 mod parse;

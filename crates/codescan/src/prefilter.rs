@@ -483,7 +483,7 @@ fn predicate_literals(pred: &[Item], captures: &BTreeSet<&str>) -> Option<BTreeS
 
 /// Literals one of which every match of `re` holds, when they are finitely
 /// many: those every match starts with or, failing that, ends with.
-fn regex_literals(re: &str) -> Option<BTreeSet<Vec<u8>>> {
+pub(crate) fn regex_literals(re: &str) -> Option<BTreeSet<Vec<u8>>> {
     let hir = regex_syntax::parse(re).ok()?;
     [ExtractKind::Prefix, ExtractKind::Suffix]
         .into_iter()

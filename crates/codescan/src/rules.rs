@@ -27,12 +27,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use regex::Regex;
 use serde::Deserialize;
 
 use crate::error::Error;
 use crate::finding::Severity;
 use crate::lang::Language;
+use crate::lazy_regex::LazyRegex;
 use crate::prefilter::{Literals, Needs, Pattern};
 
 /// cordon's own rules (`rules/builtin.toml`).
@@ -243,11 +243,27 @@ pub(crate) struct Rule {
     pub severity: Severity,
     pub message: String,
     pub explanation: String,
-    pub code: Option<Regex>,
-    pub strings: Option<Regex>,
+    pub code: Option<LazyRegex>,
+    pub strings: Option<LazyRegex>,
     pub languages: Option<Vec<Language>>,
-    pub requires: Vec<Regex>,
+    pub requires: Vec<LazyRegex>,
     pub hosts: bool,
+}
+
+impl Rule {
+    /// Every regex of the rule.
+    pub fn regexes(&self) -> impl Iterator<Item = &LazyRegex> {
+        self.code.iter().chain(&self.strings).chain(&self.requires)
+    }
+
+    /// An error compiling one of the rule's regexes, naming the rule.
+    pub fn regex_error(&self, message: String) -> Error {
+        Error::Rule {
+            origin: "rule pack".into(),
+            rule: self.id.clone(),
+            message,
+        }
+    }
 }
 
 impl Rule {
@@ -437,6 +453,11 @@ impl Compiled {
 
     /// Compile every query of every language now.
     pub fn compile_all(&self) -> Result<(), Error> {
+        for rule in &self.rules {
+            for re in rule.regexes() {
+                re.compile().map_err(|e| rule.regex_error(e))?;
+            }
+        }
         for lang in Language::ALL {
             if let Some(rules) = self.lang(lang)? {
                 compile_queries(lang, rules, false)?;
@@ -486,12 +507,19 @@ fn embeds_in(from: Language, lang: Language) -> bool {
         || (from == Language::JavaScript && lang.family() == Language::TypeScript)
 }
 
-fn regex(origin: &str, id: &str, what: &str, pattern: &str) -> Result<Regex, Error> {
-    Regex::new(pattern).map_err(|e| Error::Rule {
+/// A rule's regex, compiled on first use; a user's is compiled now, so
+/// that a bad one is refused before anything runs.
+fn regex(origin: &str, def: &RuleDef, what: &str, pattern: &str) -> Result<LazyRegex, Error> {
+    let err = |e: String| Error::Rule {
         origin: origin.to_owned(),
-        rule: id.to_owned(),
+        rule: def.id.clone(),
         message: format!("{what}: {e}"),
-    })
+    };
+    let re = LazyRegex::new(pattern);
+    if !def.builtin {
+        re.compile().map_err(err)?;
+    }
+    Ok(re)
 }
 
 fn compile_rule(origin: &str, def: &RuleDef) -> Result<Rule, Error> {
@@ -528,18 +556,18 @@ fn compile_rule(origin: &str, def: &RuleDef) -> Result<Rule, Error> {
         code: def
             .code
             .as_deref()
-            .map(|p| regex(origin, id, "code", p))
+            .map(|p| regex(origin, def, "code", p))
             .transpose()?,
         strings: def
             .strings
             .as_deref()
-            .map(|p| regex(origin, id, "strings", p))
+            .map(|p| regex(origin, def, "strings", p))
             .transpose()?,
         languages,
         requires: def
             .requires
             .iter()
-            .map(|p| regex(origin, id, "requires", p))
+            .map(|p| regex(origin, def, "requires", p))
             .collect::<Result<_, _>>()?,
         hosts: def.check.as_deref() == Some("hosts"),
     })

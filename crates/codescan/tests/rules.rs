@@ -39,7 +39,8 @@ fn quiet(s: &Scanner, lang: Language, code: &str) {
 #[test]
 fn builtin_pack_compiles_and_every_rule_explains_itself() {
     let pack = RulePack::builtin().unwrap_or_else(|e| panic!("{e}"));
-    // A query is compiled when a text first needs it: compile them all.
+    // Queries and regexes are compiled when a text first needs them:
+    // compile them all.
     let s = scanner();
     s.compile_all()
         .unwrap_or_else(|e| panic!("the builtin queries do not compile: {e}"));
