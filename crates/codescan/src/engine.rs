@@ -1,9 +1,12 @@
-//! Scanning one text: parse, walk once (comments, string literals), run the
-//! rule queries the text can match, the code and string expressions, and
-//! the embeddings.
+//! Scanning one text: find where the rules' literals are, parse (a long
+//! text in pieces on several cores) and, on each piece's thread, walk it
+//! once (comments, string literals) and run the rule queries it can match;
+//! then the code and string expressions, the hosts, and the embeddings.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
+
+use regex::Regex;
 
 use crate::error::Error;
 use crate::finding::{Finding, HostRef};
@@ -13,7 +16,6 @@ use crate::matches::{find, live_queries, Found};
 use crate::parse::{parse, Split};
 use crate::rules::{Compiled, LangRules, Rule, RulePack};
 use crate::text::{role, snippet, LineIndex, NodeRole};
-use regex::Regex;
 
 /// How deep code inside strings inside code is followed.
 const MAX_DEPTH: usize = 4;

@@ -264,9 +264,7 @@ impl Rule {
             message,
         }
     }
-}
 
-impl Rule {
     pub fn applies_to(&self, lang: Language) -> bool {
         self.languages
             .as_ref()
