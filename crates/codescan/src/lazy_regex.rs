@@ -85,6 +85,17 @@ mod tests {
         );
         assert_eq!(re.is_match("s = SOCKET(); os.system('x')"), Ok(true));
         assert!(re.regex.get().is_some());
+        // Every case form the regex accepts passes the literals too: the
+        // Kelvin sign and the long s fold to k and s under (?i).
+        let folded = LazyRegex::new(r"(?i)socket.{0,9}kill");
+        assert!(folded.literals().is_some(), "the case forms are literals");
+        for text in [
+            "SOCKET KILL",
+            "\u{17F}ocket \u{212A}ill",
+            "SoCkEt; \u{212A}ILL",
+        ] {
+            assert_eq!(folded.is_match(text), Ok(true), "{text}");
+        }
         // No finite literals: every text is tried.
         let any = LazyRegex::new(r"[A-Za-z0-9+/]{40,}");
         assert!(any.literals().is_none());
