@@ -334,8 +334,10 @@ impl Process {
         };
         let seq = s.next_seq;
         s.next_seq += 1;
-        if let EventKind::Output { data, .. } = &kind {
-            s.held += data.len();
+        match &kind {
+            EventKind::Output { data, .. } => s.held += data.len(),
+            EventKind::Exited(info) => s.exit = Some(info.clone()),
+            _ => {}
         }
         s.events.push_back(Event { seq, kind });
         // Drop the oldest output first; `Started` and `Exited` stay.
@@ -419,9 +421,8 @@ impl Process {
         let info = exit_info(&report, self.killed(), usage);
         // Counted as ended before anyone can see it ended (`wait`).
         self.book.ended(&self);
-        if let Ok(mut s) = self.state.lock() {
-            s.exit = Some(info.clone());
-        }
+        // `push` records the exit with its event, under one lock: a
+        // reader never sees the exit without the `exited` event.
         self.push(EventKind::Exited(info), cap);
     }
 

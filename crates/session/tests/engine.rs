@@ -170,6 +170,42 @@ async fn timeout_kills_the_tree_not_the_session(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A reader polling an exec's events while it ends never sees it done
+/// without its `exited` event (the exit and its event are recorded
+/// together): 300 short execs, each read in a tight loop on another
+/// thread until the events say done.
+async fn a_finished_exec_is_never_seen_without_its_exited_event(engine: &Engine) {
+    let sb = create(engine).await;
+    for i in 0..300 {
+        let p = sb
+            .exec(req(&["true"]))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let reader = {
+            let p = p.clone();
+            std::thread::spawn(move || loop {
+                let (events, done) = p.events_now(0);
+                if done {
+                    return events;
+                }
+                std::hint::spin_loop();
+            })
+        };
+        p.wait().await;
+        let events = reader
+            .join()
+            .unwrap_or_else(|_| panic!("the reader panicked"));
+        assert!(
+            matches!(events.last().map(|e| &e.kind), Some(EventKind::Exited(_))),
+            "exec {i}: done without `exited`: {events:?}"
+        );
+    }
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// What each event of a finished exec is, in order: `S`tarted, `O`utput,
 /// `G`ap, `E`xited; and the output bytes kept.
 fn shape(p: &cordon_session::Process) -> (String, usize) {
@@ -691,6 +727,7 @@ const CASES: &[&str] = &[
     "pool_items_are_single_use",
     "pool_claim_rlimits_reach_every_exec",
     "finished_execs_keep_output_within_the_budget",
+    "a_finished_exec_is_never_seen_without_its_exited_event",
 ];
 
 fn main() {
@@ -798,6 +835,10 @@ fn main() {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         case!(finished_execs_keep_output_within_the_budget, &bounded);
+        case!(
+            a_finished_exec_is_never_seen_without_its_exited_event,
+            &bounded
+        );
         println!(
             "test result: ok. {} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out",
             CASES.len()
