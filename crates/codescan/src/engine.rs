@@ -3,6 +3,7 @@
 //! once (comments, string literals) and run the rule queries it can match;
 //! then the code and string expressions, the hosts, and the embeddings.
 
+use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
@@ -15,7 +16,7 @@ use crate::lazy_regex::LazyRegex;
 use crate::matches::{find, live_queries, Found};
 use crate::parse::{parse, Split};
 use crate::rules::{Compiled, LangRules, Rule, RulePack};
-use crate::text::{role, snippet, LineIndex, NodeRole};
+use crate::text::{role, snippet, Landmarks, LineIndex, NodeRole};
 
 /// How deep code inside strings inside code is followed.
 const MAX_DEPTH: usize = 4;
@@ -89,15 +90,21 @@ struct Unit<'a> {
     file: &'a str,
     lang: Language,
     source: &'a str,
-    lines: LineIndex<'a>,
+    /// Built when a first position is asked for (most texts have none).
+    lines: OnceCell<LineIndex<'a>>,
     origin: Origin,
 }
 
-impl Unit<'_> {
+impl<'a> Unit<'a> {
+    fn lines(&self) -> &LineIndex<'a> {
+        self.lines.get_or_init(|| LineIndex::new(self.source))
+    }
+
     fn locate(&self, offset: usize) -> (u32, u32, String) {
-        let (row, col) = self.lines.position(offset);
+        let lines = self.lines();
+        let (row, col) = lines.position(offset);
         let (line, column) = self.origin.map(row, col);
-        (line, column, snippet(self.lines.line(row)))
+        (line, column, snippet(lines.line(row)))
     }
 
     fn finding(&self, rule: &Rule, offset: usize) -> Finding {
@@ -143,7 +150,7 @@ struct Piece<'s> {
 /// What one walk of a tree finds: byte ranges of comments, of string
 /// contents, and of literals (string contents and shell words, in the
 /// tree's order).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Marks {
     comments: Vec<(usize, usize)>,
     strings: Vec<(usize, usize)>,
@@ -174,9 +181,11 @@ fn walked<'m>(source: &str, marks: impl Iterator<Item = &'m Marks>) -> Walked {
     }
 }
 
-/// Walk a tree once for its comments, strings and shell words.
-fn mark(lang: Language, tree: &tree_sitter::Tree) -> Marks {
+/// Walk a tree once for its comments, strings and shell words, going
+/// only into nodes that hold a landmark (into all without landmarks).
+fn mark(lang: Language, tree: &tree_sitter::Tree, landmarks: Option<&Landmarks>) -> Marks {
     let mut marks = Marks::default();
+    let mut landmarks = landmarks.map(Landmarks::reader);
     let mut cursor = tree.walk();
     'outer: loop {
         let node = cursor.node();
@@ -194,7 +203,9 @@ fn mark(lang: Language, tree: &tree_sitter::Tree) -> Marks {
                 marks.literals.push((node.start_byte(), node.end_byte()));
                 false
             }
-            NodeRole::Other => true,
+            NodeRole::Other => landmarks
+                .as_mut()
+                .is_none_or(|l| l.any_within(node.start_byte(), node.end_byte())),
         };
         if descend && cursor.goto_first_child() {
             continue;
@@ -293,9 +304,10 @@ impl Scanner {
         };
         let hits = rules.literals.hits(source);
         let live = live_queries(rules, lang, &hits, depth < MAX_DEPTH)?;
+        let landmarks = Landmarks::new(lang, source);
         let pieces = parse(lang, source, split, &|tree| {
             Ok::<_, Error>(Piece {
-                marks: mark(lang, tree),
+                marks: mark(lang, tree, landmarks.as_ref()),
                 found: find(rules, lang, &live, tree, &hits, source)?,
             })
         })
@@ -309,7 +321,7 @@ impl Scanner {
             file,
             lang,
             source,
-            lines: LineIndex::new(source),
+            lines: OnceCell::new(),
             origin,
         };
         let walked = walked(source, pieces.iter().map(|p| &p.marks));
@@ -368,13 +380,25 @@ impl Scanner {
         walked: &Walked,
         out: &mut ScanResult,
     ) -> Result<(), Error> {
-        for rule in &self.compiled.rules {
-            if !rule.applies_to(unit.lang) || !requires(rule, &walked.no_comments)? {
+        let Some(gate) = self.compiled.gate(unit.lang) else {
+            return Ok(());
+        };
+        // One pass over the source for the literals of every regex; a
+        // regex the gate lets through checks its own text again.
+        let present = gate.present(unit.source);
+        for (index, rule) in self.compiled.rules.iter().enumerate() {
+            let Some(needs) = gate.rule(index) else {
+                continue;
+            };
+            if !needs.requires.iter().all(|n| n.open(&present))
+                || !requires(rule, &walked.no_comments)?
+            {
                 continue;
             }
             if let Some(re) = rule
                 .code
                 .as_ref()
+                .filter(|_| needs.code.open(&present))
                 .map(|re| compiled(rule, re, &walked.code))
                 .transpose()?
                 .flatten()
@@ -383,13 +407,19 @@ impl Scanner {
                     out.findings.push(unit.finding(rule, m.start()));
                 }
             }
-            let Some(strings) = &rule.strings else {
+            let Some(strings) = rule
+                .strings
+                .as_ref()
+                .filter(|_| needs.strings.open(&present))
+            else {
                 continue;
             };
             for &(start, end) in &walked.literals {
                 let Some(text) = unit.source.get(start..end) else {
                     continue;
                 };
+                // The source may hold the literals outside every string:
+                // each string is asked before the regex is compiled.
                 if let Some(m) = compiled(rule, strings, text)?.and_then(|re| re.find(text)) {
                     out.findings.push(unit.finding(rule, start + m.start()));
                 }
@@ -409,7 +439,7 @@ impl Scanner {
         inner.sort_by_key(|&(_, _, start)| start);
         inner.dedup_by_key(|&mut (_, _, start)| start);
         for (target, text, start) in inner {
-            let (row, col) = unit.lines.position(start);
+            let (row, col) = unit.lines().position(start);
             let (line, column) = unit.origin.map(row, col);
             let origin = Origin {
                 row: line as usize - 1,
@@ -607,6 +637,118 @@ mod tests {
         }
         eprintln!("{compared} texts, {cut_texts} of them cut, {findings} findings and hosts");
         assert!(cut_texts >= 100 && findings >= 100, "too little compared");
+    }
+
+    /// The walk for comments and strings that goes only into nodes holding
+    /// a landmark byte (`crate::text::Landmarks`) marks exactly what the
+    /// walk into every node marks, over every text of the corpora whole
+    /// and cut off halfway (a cut text has parse errors, whose recovery
+    /// makes the odd trees: in one, Python 2's backquoted strings).
+    /// JavaScript is read as TypeScript and TSX as well.
+    #[test]
+    fn the_walk_into_landmarked_nodes_marks_what_the_whole_walk_does() {
+        let mut parser = tree_sitter::Parser::new();
+        let mut per_lang: std::collections::BTreeMap<Language, (usize, usize)> =
+            std::collections::BTreeMap::new();
+        let texts = corpus().into_iter().flat_map(|(path, lang)| {
+            let also: &[Language] = match lang {
+                Language::JavaScript => &[Language::TypeScript, Language::Tsx],
+                _ => &[],
+            };
+            std::iter::once((path.clone(), lang))
+                .chain(also.iter().map(move |&l| (path.clone(), l)))
+        });
+        for (path, lang) in texts {
+            let Ok(whole) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let half = whole.floor_char_boundary(whole.len() / 2);
+            for source in [whole.as_str(), &whole[..half]] {
+                parser.set_language(&lang.grammar()).expect("grammar");
+                let tree = parser.parse(source, None).expect("parse");
+                let landmarks = Landmarks::new(lang, source);
+                let everywhere = mark(lang, &tree, None);
+                let landmarked = mark(lang, &tree, landmarks.as_ref());
+                assert_eq!(everywhere, landmarked, "{}", path.display());
+                let seen = per_lang.entry(lang).or_default();
+                seen.0 += 1;
+                seen.1 += everywhere.comments.len() + everywhere.strings.len();
+            }
+        }
+        eprintln!("texts, comments and strings by language: {per_lang:?}");
+        for lang in [
+            Language::Python,
+            Language::JavaScript,
+            Language::TypeScript,
+            Language::Tsx,
+        ] {
+            let (texts, marked) = per_lang.get(&lang).copied().unwrap_or_default();
+            assert!(
+                texts >= 20 && marked >= 1000,
+                "{lang:?}: too little compared"
+            );
+        }
+    }
+
+    /// The regex gate (`crate::gate`) only saves work: over every text of
+    /// the corpora, every builtin rule regex that matches the text it runs
+    /// on (the code, the code without comments, a string literal) finds
+    /// its gate open for the whole source.
+    #[test]
+    fn the_regex_gate_is_open_wherever_a_rule_regex_matches() {
+        let scanner = Scanner::builtin().expect("builtin rules");
+        scanner.compile_all().expect("compile");
+        let mut parser = tree_sitter::Parser::new();
+        let (mut texts, mut matched) = (0, 0);
+        for (path, lang) in corpus() {
+            let Ok(source) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let Some(gate) = scanner.compiled.gate(lang) else {
+                continue;
+            };
+            parser.set_language(&lang.grammar()).expect("grammar");
+            let tree = parser.parse(&source, None).expect("parse");
+            let walked = walked(&source, [mark(lang, &tree, None)].iter());
+            let present = gate.present(&source);
+            texts += 1;
+            for (index, rule) in scanner.compiled.rules.iter().enumerate() {
+                let Some(needs) = gate.rule(index) else {
+                    continue;
+                };
+                let literals: Vec<&str> = walked
+                    .literals
+                    .iter()
+                    .filter_map(|&(s, e)| source.get(s..e))
+                    .collect();
+                let runs = [
+                    (rule.code.as_ref(), &needs.code, vec![walked.code.as_str()]),
+                    (rule.strings.as_ref(), &needs.strings, literals),
+                ]
+                .into_iter()
+                .chain(
+                    rule.requires
+                        .iter()
+                        .zip(&needs.requires)
+                        .map(|(re, need)| (Some(re), need, vec![walked.no_comments.as_str()])),
+                );
+                for (re, need, on) in runs {
+                    let Some(re) = re else { continue };
+                    let re = re.compile().expect("compiled");
+                    if on.iter().any(|text| re.is_match(text)) {
+                        matched += 1;
+                        assert!(
+                            need.open(&present),
+                            "{}: {} shut out",
+                            path.display(),
+                            rule.id
+                        );
+                    }
+                }
+            }
+        }
+        eprintln!("{texts} texts, {matched} regex matches");
+        assert!(texts >= 100 && matched >= 100, "too little compared");
     }
 
     /// Narrowing (`crate::narrow`) only saves work: over every text of the

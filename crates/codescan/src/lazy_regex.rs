@@ -9,6 +9,7 @@
 //! that holds none of them cannot match, and the regex is neither compiled
 //! nor run for it. Those literals are read on first use too.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
@@ -62,6 +63,12 @@ impl LazyRegex {
             return Ok(None);
         }
         self.compile().map(Some)
+    }
+
+    /// The literals one of which every match holds, read afresh; `None`
+    /// when they are not finitely many.
+    pub fn literal_set(&self) -> Option<BTreeSet<Vec<u8>>> {
+        regex_literals(&self.pattern)
     }
 
     /// Whether `text` holds a match.

@@ -20,6 +20,7 @@ mod command;
 mod engine;
 mod error;
 mod finding;
+mod gate;
 mod lang;
 mod lazy_regex;
 mod matches;

@@ -31,6 +31,7 @@ use serde::Deserialize;
 
 use crate::error::Error;
 use crate::finding::Severity;
+use crate::gate::RegexGate;
 use crate::lang::Language;
 use crate::lazy_regex::LazyRegex;
 use crate::prefilter::{Literals, Needs, Pattern};
@@ -201,6 +202,10 @@ impl RulePack {
         Ok(Compiled {
             rules,
             langs,
+            gates: Language::ALL
+                .into_iter()
+                .map(|l| (l, OnceLock::new()))
+                .collect(),
             defs: self.rules.clone(),
             embeds: self.embeds.clone(),
         })
@@ -430,6 +435,8 @@ pub(crate) struct Compiled {
     pub rules: Vec<Rule>,
     /// Each language's queries, read once, when first needed.
     langs: BTreeMap<Language, OnceLock<Result<LangRules, Error>>>,
+    /// Each language's regex literals, read once, when first needed.
+    gates: BTreeMap<Language, OnceLock<RegexGate>>,
     defs: Vec<(String, RuleDef)>,
     embeds: Vec<(String, EmbedDef)>,
 }
@@ -447,6 +454,12 @@ impl Compiled {
                 message: e.to_string(),
             }),
         }
+    }
+
+    /// The gate of a language's rule regexes, built on first use.
+    pub fn gate(&self, lang: Language) -> Option<&RegexGate> {
+        let cell = self.gates.get(&lang)?;
+        Some(cell.get_or_init(|| RegexGate::new(lang, &self.rules)))
     }
 
     /// Compile every query of every language now.

@@ -13,8 +13,10 @@ pub(crate) struct LineIndex<'a> {
 
 impl<'a> LineIndex<'a> {
     pub fn new(text: &'a str) -> LineIndex<'a> {
-        let mut starts = vec![0];
-        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        let newlines = memchr::memchr_iter(b'\n', text.as_bytes());
+        let mut starts = Vec::with_capacity(newlines.clone().count() + 1);
+        starts.push(0);
+        starts.extend(newlines.map(|i| i + 1));
         LineIndex { text, starts }
     }
 
@@ -163,6 +165,77 @@ fn python_string(table: &[Class], node: &tree_sitter::Node<'_>) -> Option<NodeRo
         start: first.end_byte(),
         end: last.start_byte(),
     })
+}
+
+/// Where a text holds the bytes that every comment and string literal
+/// of its language holds one of: `#`, quotes and the backquote in
+/// Python; `/`, quotes and the backquote in JavaScript and TypeScript. A node whose text holds
+/// none of them has no comment or string inside, so the walk for them
+/// need not go into it (most of a tree, in dense code). Shell has none:
+/// every shell word is a literal.
+#[derive(Debug)]
+pub(crate) struct Landmarks {
+    at: Vec<usize>,
+}
+
+impl Landmarks {
+    pub fn new(lang: Language, source: &str) -> Option<Landmarks> {
+        let [a, b, c, d] = match lang {
+            Language::Bash => return None,
+            // Python 2's backquotes are strings to the grammar too.
+            Language::Python => *b"#\"'`",
+            Language::JavaScript | Language::TypeScript | Language::Tsx => *b"/\"'`",
+        };
+        let bytes = source.as_bytes();
+        let mut one = memchr::memchr_iter(a, bytes).peekable();
+        let mut three = memchr::memchr3_iter(b, c, d, bytes).peekable();
+        let mut at = Vec::new();
+        // Both come in order: merge them.
+        loop {
+            let next = match (one.peek(), three.peek()) {
+                (Some(x), Some(y)) if x < y => one.next(),
+                (_, Some(_)) => three.next(),
+                (Some(_), None) => one.next(),
+                (None, None) => break,
+            };
+            at.extend(next);
+        }
+        Some(Landmarks { at })
+    }
+
+    /// A reader for one walk, which asks about nodes in the walk's order.
+    pub fn reader(&self) -> LandmarkReader<'_> {
+        LandmarkReader {
+            at: &self.at,
+            next: 0,
+            last_start: 0,
+        }
+    }
+}
+
+/// Answers, for nodes asked about in the order a walk meets them (start
+/// offsets never go back), whether a node's text holds a landmark.
+pub(crate) struct LandmarkReader<'a> {
+    at: &'a [usize],
+    /// The first landmark at or after the last start asked about.
+    next: usize,
+    last_start: usize,
+}
+
+impl LandmarkReader<'_> {
+    /// Whether a landmark lies in `start..end`.
+    pub fn any_within(&mut self, start: usize, end: usize) -> bool {
+        if start < self.last_start {
+            // Not the walk's order: look it up afresh.
+            self.next = self.at.partition_point(|&p| p < start);
+        } else {
+            while self.at.get(self.next).is_some_and(|&p| p < start) {
+                self.next += 1;
+            }
+        }
+        self.last_start = start;
+        self.at.get(self.next).is_some_and(|&p| p < end)
+    }
 }
 
 /// The contents of a string-literal or word node as the code would use
