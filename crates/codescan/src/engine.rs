@@ -5,21 +5,28 @@
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::Regex;
 
 use crate::error::Error;
 use crate::finding::{Finding, HostRef};
+use crate::gate::{Need, RegexGate, RuleNeeds};
 use crate::lang::Language;
 use crate::lazy_regex::LazyRegex;
-use crate::matches::{find, live_queries, Found};
+use crate::matches::{find, live_queries, Found, Live};
 use crate::parse::{parse, Split};
+use crate::prefilter::Hits;
 use crate::rules::{Compiled, LangRules, Rule, RulePack};
 use crate::text::{role, snippet, Landmarks, LineIndex, NodeRole};
 
 /// How deep code inside strings inside code is followed.
 const MAX_DEPTH: usize = 4;
+/// From this many bytes on, one pass over the text for every rule regex's
+/// literals ([`RegexGate`]) replaces a pass per regex. Below, the passes
+/// cost less than reading the literals of every regex (two of the builtin
+/// pack's take a millisecond each), which a short-lived scanner pays.
+const GATE_FROM: usize = 8 << 10;
 /// Matches of one code expression kept per text (the rest add nothing).
 const MAX_CODE_MATCHES: usize = 16;
 
@@ -139,6 +146,15 @@ fn blank(bytes: &mut [u8], start: usize, end: usize) {
             *b = b' ';
         }
     }
+}
+
+/// What every piece's walk needs of the whole text, and the regex gate's
+/// look at it.
+struct Prepared<'r> {
+    hits: Hits,
+    live: Vec<Live<'r>>,
+    landmarks: Option<Landmarks>,
+    gate: Option<(&'r RegexGate, Vec<bool>)>,
 }
 
 /// What scanning one piece of a text found on the thread that parsed it.
@@ -302,21 +318,46 @@ impl Scanner {
         } else {
             Split::never()
         };
-        let hits = rules.literals.hits(source);
-        let live = live_queries(rules, lang, &hits, depth < MAX_DEPTH)?;
-        let landmarks = Landmarks::new(lang, source);
-        let pieces = parse(lang, source, split, &|tree| {
-            Ok::<_, Error>(Piece {
-                marks: mark(lang, tree, landmarks.as_ref()),
-                found: find(rules, lang, &live, tree, &hits, source)?,
+        // Found by the first thread done parsing, while the others parse.
+        let prepared: OnceLock<Result<Prepared<'_>, Error>> = OnceLock::new();
+        let prepare = || -> Result<Prepared<'_>, Error> {
+            let hits = rules.literals.hits(source);
+            Ok(Prepared {
+                live: live_queries(rules, lang, &hits, depth < MAX_DEPTH)?,
+                hits,
+                landmarks: Landmarks::new(lang, source),
+                gate: (source.len() >= GATE_FROM)
+                    .then(|| self.compiled.gate(lang))
+                    .flatten()
+                    .map(|g| (g, g.present(source))),
             })
+        };
+        let pieces = parse(lang, source, split, &|tree| {
+            let Ok(p) = prepared.get_or_init(prepare) else {
+                return None;
+            };
+            Some(
+                find(rules, lang, &p.live, tree, &p.hits, source).map(|found| Piece {
+                    marks: mark(lang, tree, p.landmarks.as_ref()),
+                    found,
+                }),
+            )
         })
         .map_err(|e| match e {
             Error::Parse(why) => Error::Parse(format!("{file}: {why}")),
             other => other,
-        })?
-        .into_iter()
-        .collect::<Result<Vec<Piece<'_>>, Error>>()?;
+        })?;
+        let prepared = match prepared.into_inner() {
+            Some(Ok(prepared)) => prepared,
+            Some(Err(e)) => return Err(e),
+            None => return Err(Error::Parse(format!("{file}: no piece was parsed"))),
+        };
+        let pieces = pieces
+            .into_iter()
+            .map(|piece| {
+                piece.ok_or_else(|| Error::Parse(format!("{file}: a piece was not scanned")))
+            })
+            .collect::<Result<Result<Vec<Piece<'_>>, Error>, Error>>()??;
         let unit = Unit {
             file,
             lang,
@@ -326,7 +367,7 @@ impl Scanner {
         };
         let walked = walked(source, pieces.iter().map(|p| &p.marks));
         let inner = self.found(&unit, rules, &pieces, &walked, out)?;
-        self.expressions(&unit, &walked, out)?;
+        self.expressions(&unit, prepared.gate.as_ref(), &walked, out)?;
         hosts(&unit, &walked, out);
         self.embedded(&unit, inner, depth, out)?;
         Ok(())
@@ -377,28 +418,29 @@ impl Scanner {
     fn expressions(
         &self,
         unit: &Unit<'_>,
+        gate: Option<&(&RegexGate, Vec<bool>)>,
         walked: &Walked,
         out: &mut ScanResult,
     ) -> Result<(), Error> {
-        let Some(gate) = self.compiled.gate(unit.lang) else {
-            return Ok(());
-        };
-        // One pass over the source for the literals of every regex; a
-        // regex the gate lets through checks its own text again.
-        let present = gate.present(unit.source);
         for (index, rule) in self.compiled.rules.iter().enumerate() {
-            let Some(needs) = gate.rule(index) else {
+            if !rule.applies_to(unit.lang) {
                 continue;
+            }
+            // Without a gate every need is open: each regex checks its own
+            // text for its literals.
+            let needs = gate.and_then(|(g, present)| Some((g.rule(index)?, present)));
+            let open = |need: fn(&RuleNeeds) -> &Need| {
+                needs.is_none_or(|(n, present)| need(n).open(present))
             };
-            if !needs.requires.iter().all(|n| n.open(&present))
-                || !requires(rule, &walked.no_comments)?
-            {
+            let requires_open =
+                needs.is_none_or(|(n, present)| n.requires.iter().all(|r| r.open(present)));
+            if !requires_open || !requires(rule, &walked.no_comments)? {
                 continue;
             }
             if let Some(re) = rule
                 .code
                 .as_ref()
-                .filter(|_| needs.code.open(&present))
+                .filter(|_| open(|n| &n.code))
                 .map(|re| compiled(rule, re, &walked.code))
                 .transpose()?
                 .flatten()
@@ -407,11 +449,7 @@ impl Scanner {
                     out.findings.push(unit.finding(rule, m.start()));
                 }
             }
-            let Some(strings) = rule
-                .strings
-                .as_ref()
-                .filter(|_| needs.strings.open(&present))
-            else {
+            let Some(strings) = rule.strings.as_ref().filter(|_| open(|n| &n.strings)) else {
                 continue;
             };
             for &(start, end) in &walked.literals {

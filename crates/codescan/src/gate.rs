@@ -58,9 +58,9 @@ impl RegexGate {
                 return Need(Some(Vec::new()));
             };
             Need(re.literal_set().map(|set| {
-                set.into_iter()
+                set.iter()
                     .map(|literal| {
-                        literals.push(literal);
+                        literals.push(literal.clone());
                         literals.len() - 1
                     })
                     .collect()

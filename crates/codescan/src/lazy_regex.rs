@@ -20,8 +20,10 @@ use crate::prefilter::regex_literals;
 #[derive(Debug)]
 pub(crate) struct LazyRegex {
     pattern: String,
-    /// Finds the literals every match holds; `None` when they are not
-    /// finitely many (every text may match). Read on first use.
+    /// The literals one of which every match holds; `None` when they are
+    /// not finitely many (every text may match). Read on first use.
+    literal_set: OnceLock<Option<BTreeSet<Vec<u8>>>>,
+    /// Finds them, built on first use.
     literals: OnceLock<Option<AhoCorasick>>,
     regex: OnceLock<Result<Regex, String>>,
 }
@@ -34,6 +36,7 @@ impl LazyRegex {
     pub fn new(pattern: &str) -> LazyRegex {
         LazyRegex {
             pattern: pattern.to_owned(),
+            literal_set: OnceLock::new(),
             literals: OnceLock::new(),
             regex: OnceLock::new(),
         }
@@ -42,7 +45,8 @@ impl LazyRegex {
     fn literals(&self) -> Option<&AhoCorasick> {
         self.literals
             .get_or_init(|| {
-                regex_literals(&self.pattern).and_then(|set| AhoCorasick::new(set).ok())
+                self.literal_set()
+                    .and_then(|set| AhoCorasick::new(set).ok())
             })
             .as_ref()
     }
@@ -65,10 +69,13 @@ impl LazyRegex {
         self.compile().map(Some)
     }
 
-    /// The literals one of which every match holds, read afresh; `None`
-    /// when they are not finitely many.
-    pub fn literal_set(&self) -> Option<BTreeSet<Vec<u8>>> {
-        regex_literals(&self.pattern)
+    /// The literals one of which every match holds; `None` when they are
+    /// not finitely many. Read once (for some regexes that takes a
+    /// millisecond) for both this regex's own check and the gate's.
+    pub fn literal_set(&self) -> Option<&BTreeSet<Vec<u8>>> {
+        self.literal_set
+            .get_or_init(|| regex_literals(&self.pattern))
+            .as_ref()
     }
 
     /// Whether `text` holds a match.
