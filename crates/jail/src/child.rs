@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::cgroup::Cgroup;
 use crate::error::ChildReport;
 use crate::landlock_rules::{self, PathAccess, PathRule};
-use crate::rootfs::Plan;
+use crate::rootfs::{Plan, ScratchDevices};
 use crate::seccomp::SeccompProgram;
 use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec, StdinMode};
 use crate::sys;
@@ -194,27 +194,10 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
         }
         drop(listener);
     }
-    if let Some(plan) = ctx.plan {
-        if let Err(e) = plan.build() {
-            let (layer, message, fix) = match e {
-                crate::error::JailError::Setup {
-                    layer,
-                    message,
-                    fix,
-                } => (layer, message, fix),
-                other => (Layer::Filesystem, other.to_string(), None),
-            };
-            report(
-                rfd,
-                &ChildReport::Setup {
-                    layer,
-                    message,
-                    fix,
-                },
-            );
-            sys::exit_now(125);
-        }
-    }
+    let scratch = ctx
+        .plan
+        .map(|plan| build_root(rfd, plan))
+        .unwrap_or_default();
     // Nothing in the sandbox may read this process's memory, descriptors
     // or /proc/1/exe (which is the host's cordon binary).
     if !off(Switch::Dumpable) {
@@ -275,7 +258,7 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
                 if pid == workload {
                     let mut msg = [0u8; 8];
                     msg[..4].copy_from_slice(&status.to_ne_bytes());
-                    let scratch = scratch_state(ctx.spec.limits.file_size);
+                    let scratch = scratch_state(ctx.spec.limits.file_size, scratch);
                     msg[4..].copy_from_slice(&scratch.to_ne_bytes());
                     let _ = sys::write_all_fd(ctx.fds.status, &msg);
                     // Leaving now kills everything else in the namespace.
@@ -286,6 +269,32 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             // SAFETY: kill(2) with integer arguments; the workload leads its
             // own process group.
             unsafe { libc::kill(-workload, sig) };
+        }
+    }
+}
+
+/// Build the sandbox's root; a failure is reported and ends the init.
+fn build_root(rfd: RawFd, plan: &Plan) -> ScratchDevices {
+    match plan.build() {
+        Ok(devices) => devices,
+        Err(e) => {
+            let (layer, message, fix) = match e {
+                crate::error::JailError::Setup {
+                    layer,
+                    message,
+                    fix,
+                } => (layer, message, fix),
+                other => (Layer::Filesystem, other.to_string(), None),
+            };
+            report(
+                rfd,
+                &ChildReport::Setup {
+                    layer,
+                    message,
+                    fix,
+                },
+            );
+            sys::exit_now(125)
         }
     }
 }
@@ -308,22 +317,32 @@ const SCRATCH_WALK_BUDGET: usize = 40_000;
 /// RLIMIT_FSIZE at the limit and sends SIGXFSZ on the next one, so such a
 /// file is what a breach leaves behind, whichever process hit it (only the
 /// workload's own death by SIGXFSZ is visible to the supervisor).
-fn scratch_state(file_size: Option<u64>) -> u32 {
+fn scratch_state(file_size: Option<u64>, devices: ScratchDevices) -> u32 {
+    // Only the sandbox's own tmpfs at each path (a declared path bound
+    // over it shows the host's files there, which are not the sandbox's).
+    let own = [
+        (SCRATCH_TMP_FULL, "/tmp", devices.tmp),
+        (SCRATCH_SHM_FULL, "/dev/shm", devices.shm),
+    ]
+    .into_iter()
+    .filter_map(|(bit, path, device)| {
+        let device = device?;
+        std::fs::metadata(path)
+            .is_ok_and(|m| m.dev() == device)
+            .then_some((bit, path, device))
+    });
     let mut bits = 0;
-    for (bit, path) in [(SCRATCH_TMP_FULL, "/tmp"), (SCRATCH_SHM_FULL, "/dev/shm")] {
+    let mut budget = SCRATCH_WALK_BUDGET;
+    for (bit, path, device) in own {
         if let Ok(st) = rustix::fs::statvfs(path) {
             if st.f_bavail == 0 || st.f_favail == 0 {
                 bits |= bit;
             }
         }
-    }
-    if let Some(limit) = file_size.filter(|l| *l > 0) {
-        let mut budget = SCRATCH_WALK_BUDGET;
-        if ["/tmp", "/dev/shm"].iter().any(|root| {
-            std::fs::metadata(root)
-                .is_ok_and(|m| file_of_size(Path::new(root), m.dev(), limit, &mut budget))
-        }) {
-            bits |= SCRATCH_FILE_AT_LIMIT;
+        if let Some(limit) = file_size.filter(|l| *l > 0) {
+            if file_of_size(Path::new(path), device, limit, &mut budget) {
+                bits |= SCRATCH_FILE_AT_LIMIT;
+            }
         }
     }
     bits

@@ -311,8 +311,9 @@ impl Plan {
     /// bind brings in. The new root is a tmpfs stacked on top of the old
     /// root itself (`/`): it has no name a declared path could meet, and
     /// absolute paths (`/proc/self/fd/N`) keep resolving in the host's tree
-    /// until `pivot_root`.
-    pub(crate) fn build(&self) -> Result<()> {
+    /// until `pivot_root`. Gives the device numbers of its scratch tmpfs
+    /// mounts.
+    pub(crate) fn build(&self) -> Result<ScratchDevices> {
         // No mount event may propagate back to the host.
         sys::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
             .map_err(|e| fs_err(format!("cannot make mounts private: {e}"), None))?;
@@ -357,8 +358,12 @@ impl Plan {
         }
         self.build_etc(root, etc)?;
         let tmp = self.scratch_tmpfs("/tmp")?;
+        let mut scratch = ScratchDevices {
+            tmp: device_of(&tmp),
+            shm: None,
+        };
         attach_dir(root, "tmp", tmp)?;
-        self.build_dev(root, dev)?;
+        scratch.shm = self.build_dev(root, dev)?;
         if let Some(w) = &self.workspace {
             let scratch = self.scratch_tmpfs("workspace")?;
             let b = PlannedBind {
@@ -380,7 +385,8 @@ impl Plan {
         self.place_files(root, proc_dir.as_fd())?;
         drop(proc_dir);
         build_proc(root, &self.user_sysctls)?;
-        enter(root)
+        enter(root)?;
+        Ok(scratch)
     }
 
     /// `/etc`: the synthesized files, the host's links, and read-only
@@ -433,7 +439,8 @@ impl Plan {
         place_overlay_files(root, &self.files, proc_dir, None)
     }
 
-    fn build_dev(&self, root: BorrowedFd<'_>, nodes: Vec<OwnedFd>) -> Result<()> {
+    /// The sandbox's /dev; gives the device number of its /dev/shm.
+    fn build_dev(&self, root: BorrowedFd<'_>, nodes: Vec<OwnedFd>) -> Result<Option<u64>> {
         let dev = tmpfs(
             &[("size", "64k"), ("nr_inodes", "64"), ("mode", "0755")],
             MountAttrFlags::MOUNT_ATTR_NOSUID | MountAttrFlags::MOUNT_ATTR_NOEXEC,
@@ -454,10 +461,12 @@ impl Plan {
                 .map_err(|e| fs_err(format!("/dev/{name}: cannot create symlink: {e}"), None))?;
         }
         let shm = self.scratch_tmpfs("/dev/shm")?;
+        let shm_device = device_of(&shm);
         attach_dir(dev.as_fd(), "shm", shm)?;
         // The /dev tmpfs itself is read-only; the nodes and /dev/shm are
         // separate mounts and keep their own flags.
-        set_attrs(dev.as_fd(), Path::new("/dev"), readonly(), false)
+        set_attrs(dev.as_fd(), Path::new("/dev"), readonly(), false)?;
+        Ok(shm_device)
     }
 }
 
@@ -778,6 +787,22 @@ fn attach(root: BorrowedFd<'_>, b: &PlannedBind, tree: OwnedFd) -> Result<()> {
 }
 
 /// Attach a tree on a new directory `name` in a directory cordon made.
+/// The device numbers of the sandbox's own scratch tmpfs mounts. At the
+/// end of a run only these are looked at for a full or limit-sized file:
+/// a declared path over /tmp (a working directory of /tmp, `--ro /tmp`)
+/// brings the host's files there, which are neither the sandbox's nor
+/// for it to walk.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ScratchDevices {
+    pub tmp: Option<u64>,
+    pub shm: Option<u64>,
+}
+
+/// The device number of the filesystem a mount tree's root is on.
+fn device_of(tree: &OwnedFd) -> Option<u64> {
+    rustix::fs::fstat(tree).ok().map(|st| st.st_dev)
+}
+
 fn attach_dir(parent: BorrowedFd<'_>, name: &str, tree: OwnedFd) -> Result<()> {
     mkdir(parent, name)?;
     move_mount_onto(tree, parent, name, Path::new(name))
