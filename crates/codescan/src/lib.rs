@@ -23,6 +23,7 @@ mod finding;
 mod gate;
 mod lang;
 mod lazy_regex;
+mod literal_table;
 mod matches;
 mod narrow;
 mod parse;

@@ -457,6 +457,35 @@ fn requirements(pattern: &Item) -> Vec<BTreeSet<Vec<u8>>> {
         .collect()
 }
 
+/// Every `#match?` regex in `query`, wherever it stands (more than
+/// [`Literals::add_query`] reads literals from).
+#[cfg(test)]
+pub(crate) fn match_regexes(query: &str) -> Vec<String> {
+    fn collect(items: &[Item], out: &mut Vec<String>) {
+        for item in items {
+            let Item::Group { kind, items, .. } = item else {
+                continue;
+            };
+            if let (Kind::Predicate, [Item::Word(name), Item::Capture(_), Item::Str(re)]) =
+                (kind, items.as_slice())
+            {
+                if name == "#match?" {
+                    out.push(re.clone());
+                }
+            }
+            collect(items, out);
+        }
+    }
+    let mut out = Vec::new();
+    let items = Reader {
+        s: query.as_bytes(),
+        at: 0,
+    }
+    .items(None);
+    collect(items.as_deref().unwrap_or_default(), &mut out);
+    out
+}
+
 /// The literals one predicate needs, when it needs any.
 fn predicate_literals(pred: &[Item], captures: &BTreeSet<&str>) -> Option<BTreeSet<Vec<u8>>> {
     let (Some(Item::Word(name)), Some(Item::Capture(capture))) = (pred.first(), pred.get(1)) else {
@@ -484,8 +513,18 @@ fn predicate_literals(pred: &[Item], captures: &BTreeSet<&str>) -> Option<BTreeS
 }
 
 /// Literals one of which every match of `re` holds, when they are finitely
-/// many: those every match starts with or, failing that, ends with.
+/// many: those every match starts with or, failing that, ends with. The
+/// builtin pack's regexes are looked up in [`crate::literal_table`].
 pub(crate) fn regex_literals(re: &str) -> Option<BTreeSet<Vec<u8>>> {
+    match crate::literal_table::lookup(re) {
+        Some(known) => known,
+        None => extract_regex_literals(re),
+    }
+}
+
+/// [`regex_literals`] read from the regex itself (a millisecond for some
+/// of the builtin ones).
+pub(crate) fn extract_regex_literals(re: &str) -> Option<BTreeSet<Vec<u8>>> {
     let hir = regex_syntax::parse(re).ok()?;
     [ExtractKind::Prefix, ExtractKind::Suffix]
         .into_iter()

@@ -48,6 +48,28 @@ struct PackFile {
     embed: Vec<EmbedDef>,
 }
 
+/// Every regex of the builtin pack: each rule's `code`, `strings` and
+/// `requires`, and each `#match?` of its queries and embeddings.
+#[cfg(test)]
+pub(crate) fn builtin_regexes() -> Result<Vec<String>, Error> {
+    let pack: PackFile = toml::from_str(BUILTIN_RULES).map_err(|e| Error::RuleFile {
+        origin: "builtin".into(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for rule in &pack.rule {
+        out.extend(rule.code.iter().chain(&rule.strings).cloned());
+        out.extend(rule.requires.iter().cloned());
+        for query in rule.query.values() {
+            out.extend(crate::prefilter::match_regexes(query));
+        }
+    }
+    for embed in &pack.embed {
+        out.extend(crate::prefilter::match_regexes(&embed.query));
+    }
+    Ok(out)
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleDef {
