@@ -358,12 +358,12 @@ impl Plan {
         }
         self.build_etc(root, etc)?;
         let tmp = self.scratch_tmpfs("/tmp")?;
-        let mut scratch = ScratchDevices {
+        let mut scratch_devices = ScratchDevices {
             tmp: device_of(&tmp),
             shm: None,
         };
         attach_dir(root, "tmp", tmp)?;
-        scratch.shm = self.build_dev(root, dev)?;
+        scratch_devices.shm = self.build_dev(root, dev)?;
         if let Some(w) = &self.workspace {
             let scratch = self.scratch_tmpfs("workspace")?;
             let b = PlannedBind {
@@ -386,7 +386,7 @@ impl Plan {
         drop(proc_dir);
         build_proc(root, &self.user_sysctls)?;
         enter(root)?;
-        Ok(scratch)
+        Ok(scratch_devices)
     }
 
     /// `/etc`: the synthesized files, the host's links, and read-only
