@@ -402,6 +402,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         stdin,
         gate.as_ref(),
     )?;
+    if !args.quiet {
+        note_a_declared_tmp(&spec);
+    }
     let staging = match &args.stage {
         Some(dir) => Some(stage_cmd::prepare(
             dir,
@@ -864,6 +867,31 @@ fn redact_strings(value: &mut serde_json::Value, redactor: &cordon_scan::Redacto
             map.values_mut().for_each(|v| redact_strings(v, redactor))
         }
         _ => {}
+    }
+}
+
+/// /tmp itself as a declared path (a working directory of /tmp, or
+/// `--ro /tmp`) is bound over the sandbox's private /tmp: the workload sees
+/// the host's files there, and has no writable /tmp unless it was declared
+/// with `--rw`. Said before the run, since tools that write temporary files
+/// fail in a way that does not name the cause.
+fn note_a_declared_tmp(spec: &cordon_jail::Spec) {
+    if spec.isolation.level != cordon_jail::IsolationLevel::Namespaces {
+        return;
+    }
+    if let Some(bind) = spec
+        .binds
+        .iter()
+        .find(|b| b.path == std::path::Path::new("/tmp"))
+    {
+        let access = if bind.writable {
+            "writable: the workload writes the host's /tmp"
+        } else {
+            "read-only: the workload has no writable /tmp"
+        };
+        eprintln!(
+            "cordon: note: /tmp is a declared path (or the working directory), so the sandbox sees the host's /tmp there, {access}; run from another directory for a private /tmp"
+        );
     }
 }
 

@@ -93,6 +93,14 @@ fn cwd_at_tmp_is_the_hosts_tmp() {
         "from-inside\n",
         "a write through the rw cwd must land in the host's /tmp"
     );
+    assert!(
+        o.stderr
+            .contains("cordon: note: /tmp is a declared path (or the working directory)")
+            && o.stderr
+                .contains("writable: the workload writes the host's /tmp"),
+        "the run says that /tmp is the host's: {}",
+        dump(&o)
+    );
 }
 
 #[test]
@@ -114,6 +122,11 @@ fn cwd_below_tmp_shows_its_files() {
         o.stdout,
         format!("{}\ndeepparent-hidden\n", sub.display()),
         "{}",
+        dump(&o)
+    );
+    assert!(
+        !o.stderr.contains("cordon: note: /tmp"),
+        "a cwd below /tmp keeps a private /tmp: {}",
         dump(&o)
     );
 }
@@ -145,6 +158,12 @@ fn ro_tmp_with_the_cwd_below_it() {
         "cwd-write\n"
     );
     assert!(!d.0.join("not-allowed").exists());
+    assert!(
+        o.stderr
+            .contains("read-only: the workload has no writable /tmp; run from another directory"),
+        "the run says why /tmp is not writable: {}",
+        dump(&o)
+    );
 }
 
 #[test]
