@@ -6,6 +6,8 @@
 //! (`deny_wins_*`) and when the ceiling step is removed from the crate (the
 //! ceiling cases expect deny for actions a rule allows).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::PathBuf;
