@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 
 use cordon_codescan::{Language, Scanner};
 
+/// The binary's allocator (crates/cli/src/main.rs), so that these numbers
+/// are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn grammar(lang: Language) -> tree_sitter::Language {
     match lang {
         Language::Bash => tree_sitter_bash::LANGUAGE.into(),

@@ -10,6 +10,11 @@ use std::path::Path;
 
 use cordon_codescan::{Language, Scanner};
 
+/// The binary's allocator (crates/cli/src/main.rs), so that these numbers
+/// are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[inline(never)]
 fn scans(scanner: &Scanner, name: &str, lang: Language, text: &str, n: usize) -> usize {
     (0..n)
