@@ -188,13 +188,18 @@ fn walked<'m>(source: &str, marks: impl Iterator<Item = &'m Marks>) -> Walked {
         }
         literals.extend_from_slice(&m.literals);
     }
-    // Whole nodes (comments, string contents) were blanked byte for byte,
-    // so the text is still UTF-8; the lossy conversion never replaces.
     Walked {
-        code: String::from_utf8_lossy(&code).into_owned(),
-        no_comments: String::from_utf8_lossy(&no_comments).into_owned(),
+        code: into_text(code),
+        no_comments: into_text(no_comments),
         literals,
     }
+}
+
+/// Whole nodes (comments, string contents) were blanked byte for byte, so
+/// the text is still UTF-8 and is taken as it is, without a copy; the
+/// lossy conversion is there for a tree whose node cut a character.
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Walk a tree once for its comments, strings and shell words, going
