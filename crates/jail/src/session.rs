@@ -310,6 +310,15 @@ impl Drop for LiveSandbox {
     }
 }
 
+/// PID namespaces whose last process is gone but which still count
+/// against `user.max_pid_namespaces`: the kernel counts a namespace off in
+/// an RCU callback after its last `struct pid` is freed (itself after a
+/// grace period), about 32 ms later on an idle 6.18 kernel at HZ=250 and
+/// longer under load. A session running an exec a millisecond leaves some
+/// 30 of them behind at any moment; this leaves room for eight times that.
+/// A workload cannot use the room: seccomp refuses it every namespace.
+const LINGERING_PID_NAMESPACES: u64 = 256;
+
 /// Build a session's sandbox: everything `run` builds, with an init that
 /// serves exec orders (at most `max_execs` at once get a PID namespace).
 /// Returns once the root is built and the init waits for orders.
@@ -330,8 +339,13 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
     };
     let mut plan = Plan::new(spec)?;
     // One more for an exec being torn down, one for the next one waiting
-    // (crate::session_ready).
-    plan.allow_pid_namespaces(max_execs.saturating_add(2));
+    // (crate::session_ready), and those the kernel has not counted off
+    // yet (see LINGERING_PID_NAMESPACES).
+    plan.allow_pid_namespaces(
+        max_execs
+            .saturating_add(2)
+            .saturating_add(LINGERING_PID_NAMESPACES),
+    );
     let identity =
         crate::identity::Identity::prepare(level, &plan.user_bind_paths(), !spec.staged.is_empty());
     plan.use_idmapped(identity.raw_fds());

@@ -277,13 +277,33 @@ fn start_exec(
     spec.env = command.env;
     spec.cwd = command.cwd;
     spec.stdin = StdinMode::Inherit;
-    match sys::clone_sandbox(libc::CLONE_NEWPID) {
+    match clone_exec_namespace() {
         Ok(Forked::Child) => leader_main(ctx, &spec, limits, fds),
         Ok(Forked::Parent { pid, pidfd }) => {
             drop(pidfd);
             Ok(pid)
         }
         Err(e) => Err(format!("cannot start the command's process namespace: {e}")),
+    }
+}
+
+/// Fork an exec's leader into a new PID namespace. The engine caps the
+/// running execs below the namespace allowance, so ENOSPC means the kernel
+/// has not yet counted off namespaces whose processes are gone (it does so
+/// after RCU grace periods, `session::LINGERING_PID_NAMESPACES`): wait for
+/// it, up to a second, rather than fail the order.
+fn clone_exec_namespace() -> std::io::Result<Forked> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match sys::clone_sandbox(libc::CLONE_NEWPID) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOSPC)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other,
+        }
     }
 }
 
