@@ -333,7 +333,7 @@ fn main() {
                 let mut c = Conn::open(&socket);
                 (0..per_client)
                     .map(|_| {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c).0))
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c)))
                             .ok()
                     })
                     .collect::<Vec<_>>()
@@ -341,15 +341,28 @@ fn main() {
         })
         .collect();
     let mut all = Vec::new();
+    let mut burst_steps: [Vec<f64>; 3] = Default::default();
     let mut errors = 0;
     for h in handles {
         for r in h.join().unwrap_or_default() {
             match r {
-                Some(ms) => all.push(ms),
+                Some((ms, each)) => {
+                    all.push(ms);
+                    for (v, ms) in burst_steps.iter_mut().zip(each) {
+                        v.push(ms);
+                    }
+                }
                 None => errors += 1,
             }
         }
     }
+    let [create, exec, delete] = burst_steps.map(|mut v| {
+        if v.is_empty() {
+            0.0
+        } else {
+            round(quantile(&mut v, 0.5))
+        }
+    });
     let wall = started.elapsed().as_secs_f64();
     let after = pool(&mut conn);
     let hits = after["hits"].as_u64().unwrap_or(0) - before["hits"].as_u64().unwrap_or(0);
@@ -359,6 +372,7 @@ fn main() {
         &format!("{clients} clients at once: create + exec + delete"),
         &mut all,
         json!({"errors": errors, "cycles_per_s": round(done as f64 / wall),
+               "create_median_ms": create, "exec_median_ms": exec, "delete_median_ms": delete,
                "pool_hit_ratio": round(hits as f64 / (hits + misses).max(1) as f64)}),
     );
 
