@@ -70,6 +70,11 @@ pub enum InitOrder {
     /// `/proc/<pid>/root` is closed to an unprivileged caller: the init is
     /// not dumpable.)
     OpenRoot { id: u64 },
+    /// A pooled sandbox, just built: start its first exec ahead
+    /// (`session_ready`), so that the session that claims it runs its
+    /// first command without forking or confining anything. Answered with
+    /// `Configured`. A claim that changes the binds or limits discards it.
+    StartAhead { id: u64 },
 }
 
 /// Limits of one exec (a policy's `allow with limits`), set as rlimits

@@ -89,12 +89,27 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                     drop(landlock.take());
                     landlock = prepare_landlock(ctx, &spec, plan.as_ref());
                     let _ = send_message(control, &InitReply::Configured { id }, &[]);
-                    // A waiting exec was set up with the old settings.
+                    // A waiting exec was set up with the old settings: a
+                    // session of several commands gets one with the new;
+                    // a claimed pooled sandbox starts its first on order.
                     if let Some(old) = ready.take() {
                         old.discard();
+                        if execs >= 2 {
+                            ready = Ready::start(&current(
+                                ctx,
+                                &spec,
+                                plan.as_ref(),
+                                landlock.as_ref(),
+                            ));
+                        }
+                    }
+                }
+                Ok(Some((InitOrder::StartAhead { id }, _))) => {
+                    if ready.is_none() {
                         ready =
                             Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
                     }
+                    let _ = send_message(control, &InitReply::Configured { id }, &[]);
                 }
                 Ok(Some((InitOrder::OpenRoot { id }, _))) => send_root(control, id),
                 Ok(Some((order, fds))) => {
@@ -211,7 +226,8 @@ fn handle(
                 unsafe { libc::kill(pid, signal) };
             }
         }
-        InitOrder::Configure { .. } | InitOrder::OpenRoot { .. } => {}
+        InitOrder::Configure { .. } | InitOrder::OpenRoot { .. } | InitOrder::StartAhead { .. } => {
+        }
     }
 }
 

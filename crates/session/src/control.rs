@@ -94,6 +94,19 @@ impl Control {
         }
     }
 
+    /// Have the init start the first exec ahead (a pooled sandbox).
+    pub(crate) async fn start_ahead(&self) -> Result<()> {
+        let id = self
+            .next_internal_id
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        match self.exec(InitOrder::StartAhead { id }, &[]).await? {
+            InitReply::Configured { .. } => Ok(()),
+            other => Err(SessionError::Invalid(format!(
+                "unexpected answer: {other:?}"
+            ))),
+        }
+    }
+
     /// The sandbox's root, O_PATH, from the init (which opens its `/`).
     pub(crate) async fn open_root(&self) -> Result<OwnedFd> {
         let id = self
@@ -125,7 +138,8 @@ impl Control {
             InitOrder::Exec { id, .. }
             | InitOrder::Signal { id, .. }
             | InitOrder::Configure { id, .. }
-            | InitOrder::OpenRoot { id } => *id,
+            | InitOrder::OpenRoot { id }
+            | InitOrder::StartAhead { id } => *id,
         };
         let (tx, rx) = oneshot::channel();
         self.waiting

@@ -186,7 +186,15 @@ impl Engine {
                 pool.wait_for_quiet().await;
                 let started = Instant::now();
                 match self.build(pool.base_spec()).await {
-                    Ok(parts) => pool.put(parts, started.elapsed()),
+                    Ok(parts) => {
+                        // The first exec waits ready in the pool, not on
+                        // the request path; without it (a pids limit
+                        // reached) that exec starts on order.
+                        if let Err(e) = parts.control.start_ahead().await {
+                            tracing::warn!("cannot start a pooled sandbox's first exec: {e}");
+                        }
+                        pool.put(parts, started.elapsed())
+                    }
                     Err(e) => {
                         tracing::warn!("cannot build a pooled sandbox: {e}");
                         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -673,6 +673,77 @@ async fn pool_claim_rlimits_reach_every_exec(engine: &Engine) {
 
 /// Each pooled sandbox serves one session: what one left in /tmp is not
 /// in the next, and a different shape is built fresh.
+/// Seconds since boot in clock ticks, as `/proc/PID/stat` gives a
+/// process's start (USER_HZ is 100 on every Linux ABI).
+fn uptime_ticks() -> u64 {
+    let text = std::fs::read_to_string("/proc/uptime").unwrap_or_else(|e| panic!("{e}"));
+    let secs: f64 = text
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("/proc/uptime: {text}"));
+    (secs * 100.0) as u64
+}
+
+/// A sandbox built for the pool waits with its first exec forked and
+/// confined ahead of any create; that exec takes the order's argv,
+/// environment and working directory and is confined as one started on
+/// order (its own PID namespace, seccomp, no_new_privs, no capabilities).
+async fn pooled_first_exec_was_started_ahead_and_confined(engine: &Engine) {
+    // Older than the request by more than a clock tick once the pool is
+    // full.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let requested = uptime_ticks();
+    let session = create(engine).await;
+    // /proc is the session's (its PID namespace, not the exec's): the
+    // shell reads its own files through /proc/self.
+    let script = "read -r stat < /proc/self/stat; set -- $stat; echo \"start=${22}\"; \
+                  echo \"pid=$$ order=$ORDER cwd=$(pwd)\"; \
+                  while read -r l; do case $l in Seccomp:*|NoNewPrivs:*|CapEff:*) echo \"$l\";; esac; done < /proc/self/status";
+    let mut order = req(&["sh", "-c", script]);
+    order.env = vec![("ORDER".into(), "given".into())];
+    order.cwd = Some(PathBuf::from("/tmp"));
+    let (exit, out, err) = run_req(&session, order).await;
+    assert_eq!(exit.exit_code, 0, "{out}{err}");
+    let started: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("start="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no start time: {out}"));
+    assert!(
+        started < requested,
+        "the first exec was forked before the create ({started} < {requested} ticks): {out}"
+    );
+    for line in [
+        "pid=2 order=given cwd=/tmp",
+        "Seccomp:\t2",
+        "NoNewPrivs:\t1",
+        "CapEff:\t0000000000000000",
+    ] {
+        assert!(out.contains(line), "missing {line:?}: {out}");
+    }
+    // Only the first: the second starts on order.
+    let (exit, out, _) = run(
+        &session,
+        &[
+            "sh",
+            "-c",
+            "read -r stat < /proc/self/stat; set -- $stat; echo ${22}",
+        ],
+    )
+    .await;
+    assert_eq!(exit.exit_code, 0);
+    let second: u64 = out.trim().parse().unwrap_or_else(|_| panic!("{out}"));
+    assert!(
+        second >= requested,
+        "the second exec started on order: {out}"
+    );
+    engine
+        .destroy(session.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 async fn pool_items_are_single_use(engine: &Engine) {
     let a = create(engine).await;
     run(
@@ -723,6 +794,7 @@ const CASES: &[&str] = &[
     "sessions_do_not_share_tmp",
     "landlock_scopes_abstract_sockets_to_their_exec",
     "network_namespace_keeps_abstract_sockets_apart",
+    "pooled_first_exec_was_started_ahead_and_confined",
     "pool_claim_gives_binds_and_limits",
     "pool_items_are_single_use",
     "pool_claim_rlimits_reach_every_exec",
@@ -844,6 +916,13 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(pooled.pool_stats().ready, 3, "the pools fill");
+        case!(pooled_first_exec_was_started_ahead_and_confined, &pooled);
+        for _ in 0..200 {
+            if pooled.pool_stats().ready == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
         case!(pool_claim_rlimits_reach_every_exec, &pooled);
