@@ -58,7 +58,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     // claim changes the binds) instead of once per exec.
     let mut landlock = prepare_landlock(ctx, &spec, plan.as_ref());
     // The next exec, started ahead once the session has run more than
-    // one command (crate::session_ready).
+    // one command, and the first of a pooled sandbox (crate::session_ready).
     let mut ready: Option<Ready> = None;
     let mut execs: u64 = 0;
     loop {
@@ -118,9 +118,10 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                         execs += 1;
                         handle(&now, control, order, fds, &mut leaders, ready.take());
                         // A session that has run more than one command
-                        // gets every next one started ahead; an idle
-                        // sandbox, or one of a single command (create,
-                        // exec, delete), holds no waiting processes.
+                        // gets every next one started ahead; a session of
+                        // a single command (create, exec, delete) holds no
+                        // waiting processes after it (a pooled sandbox
+                        // holds its first one, `StartAhead`).
                         if execs >= 2 {
                             ready = Ready::start(&now);
                         }

@@ -18,7 +18,8 @@
 //! exec's own limits (a policy's, in the order) are rlimits too, set at
 //! the same point, so a waiting workload takes them as one started on
 //! order would. The pair is single-use; a claim's new limits and binds
-//! replace it.
+//! discard it (and replace it in a session that has run several
+//! commands).
 
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 
