@@ -300,6 +300,10 @@ fn start_exec(
             drop(pidfd);
             Ok(pid)
         }
+        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(format!(
+            "cannot start the command's process namespace: {e} (the kernel still counts \
+             the namespaces of commands that ended; run it again in a moment)"
+        )),
         Err(e) => Err(format!("cannot start the command's process namespace: {e}")),
     }
 }

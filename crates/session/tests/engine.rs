@@ -671,8 +671,6 @@ async fn pool_claim_rlimits_reach_every_exec(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// Each pooled sandbox serves one session: what one left in /tmp is not
-/// in the next, and a different shape is built fresh.
 /// Seconds since boot in clock ticks, as `/proc/PID/stat` gives a
 /// process's start (USER_HZ is 100 on every Linux ABI).
 fn uptime_ticks() -> u64 {
@@ -744,6 +742,8 @@ async fn pooled_first_exec_was_started_ahead_and_confined(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Each pooled sandbox serves one session: what one left in /tmp is not
+/// in the next, and a different shape is built fresh.
 async fn pool_items_are_single_use(engine: &Engine) {
     let a = create(engine).await;
     run(
@@ -819,6 +819,17 @@ async fn quick_execs_outrun_the_kernels_namespace_count(engine: &Engine) {
         assert_eq!(exit.exit_code, 0, "exec {i}: {exit:?}");
     }
     let _ = engine.destroy(session.id(), EndCause::Deleted).await;
+}
+
+/// Wait until the engine's pools hold `ready` sandboxes (at most 4 s).
+async fn pools_fill(engine: &Engine, ready: usize) {
+    for _ in 0..200 {
+        if engine.pool_stats().ready == ready {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(engine.pool_stats().ready, ready, "the pools fill");
 }
 
 fn main() {
@@ -909,20 +920,9 @@ fn main() {
             },
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        for _ in 0..200 {
-            if pooled.pool_stats().ready == 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(pooled.pool_stats().ready, 3, "the pools fill");
+        pools_fill(&pooled, 3).await;
         case!(pooled_first_exec_was_started_ahead_and_confined, &pooled);
-        for _ in 0..200 {
-            if pooled.pool_stats().ready == 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        pools_fill(&pooled, 3).await;
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
         case!(pool_claim_rlimits_reach_every_exec, &pooled);
