@@ -479,6 +479,39 @@ fn sandboxes_beyond_the_server_bound_get_429() {
     );
 }
 
+/// A sandbox at its process limit cannot start another command: the exec
+/// is 503 with Retry-After and a message naming the limit (the caller may
+/// retry), never 422 as if the request were malformed.
+#[test]
+fn an_exec_past_the_process_limit_is_503_with_retry_after() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    // The init, one exec's leader and its `sleep`: 3 processes.
+    let id = s.create(json!({"pids": 3}));
+    let exec = format!("/v1/sandboxes/{id}/exec");
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["sleep", "60"], "background": true})),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["true"]})));
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        r.head.to_ascii_lowercase().contains("retry-after:"),
+        "{}",
+        r.head
+    );
+    assert!(r.body.contains("process limit"), "{}", r.body);
+    assert_eq!(
+        s.unix("DELETE", &format!("/v1/sandboxes/{id}"), None)
+            .status,
+        204
+    );
+}
+
 #[test]
 fn hostile_input_gets_4xx_and_the_server_stays_up() {
     if ready() {

@@ -118,6 +118,11 @@ pub enum InitReply {
     Refused {
         id: u64,
         message: String,
+        /// The sandbox could not start another process now (its process
+        /// limit, or the kernel's count of namespaces not yet freed):
+        /// the same order may succeed later.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        busy: bool,
     },
     Configured {
         id: u64,

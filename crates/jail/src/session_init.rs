@@ -216,7 +216,7 @@ fn handle(
                     leaders.insert(id, pid);
                     InitReply::Started { id, pid }
                 }
-                Err(message) => InitReply::Refused { id, message },
+                Err(Refusal { message, busy }) => InitReply::Refused { id, message, busy },
             };
             let _ = send_message(control, &reply, &[]);
         }
@@ -247,6 +247,7 @@ fn send_root(control: BorrowedFd<'_>, id: u64) {
             &InitReply::Refused {
                 id,
                 message: format!("cannot open the sandbox's root: {e}"),
+                busy: false,
             },
             &[],
         ),
@@ -264,6 +265,22 @@ pub(crate) struct ExecCommand {
     pub limits: ExecLimits,
 }
 
+/// Why an exec order was refused.
+struct Refusal {
+    message: String,
+    /// Whether the same order may succeed later ([`InitReply::Refused`]).
+    busy: bool,
+}
+
+impl Refusal {
+    fn invalid(message: String) -> Refusal {
+        Refusal {
+            message,
+            busy: false,
+        }
+    }
+}
+
 /// Hand the order to the waiting exec, or fork the exec's leader into a
 /// new PID namespace; returns the leader's pid.
 fn start_exec(
@@ -272,18 +289,20 @@ fn start_exec(
     command: ExecCommand,
     fds: Vec<OwnedFd>,
     ready: Option<Ready>,
-) -> Result<libc::pid_t, String> {
+) -> Result<libc::pid_t, Refusal> {
     let Ok(fds): Result<[OwnedFd; EXEC_FDS], _> = fds.try_into() else {
         if let Some(r) = ready {
             r.discard();
         }
-        return Err(format!("exec {id}: expected {EXEC_FDS} descriptors"));
+        return Err(Refusal::invalid(format!(
+            "exec {id}: expected {EXEC_FDS} descriptors"
+        )));
     };
     if command.argv.is_empty() {
         if let Some(r) = ready {
             r.discard();
         }
-        return Err("no command given".into());
+        return Err(Refusal::invalid("no command given".into()));
     }
     if let Some(pid) = ready.and_then(|r| r.go(&command, &fds)) {
         return Ok(pid);
@@ -300,11 +319,33 @@ fn start_exec(
             drop(pidfd);
             Ok(pid)
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(format!(
-            "cannot start the command's process namespace: {e} (the kernel still counts \
-             the namespaces of commands that ended; run it again in a moment)"
-        )),
-        Err(e) => Err(format!("cannot start the command's process namespace: {e}")),
+        Err(e) => Err(clone_refusal(&e, "the command's process namespace")),
+    }
+}
+
+/// What a failed clone of an exec's leader tells the caller. A process
+/// limit reached (the sandbox's own: EAGAIN), namespaces the kernel has
+/// not yet counted off (ENOSPC) and memory short (ENOMEM) pass: they are
+/// the sandbox's or the host's state now, not a fault of the order.
+fn clone_refusal(e: &std::io::Error, what: &str) -> Refusal {
+    let why = match e.raw_os_error() {
+        Some(libc::EAGAIN) => {
+            Some("the sandbox is at its process limit; run it again once a command in it has ended")
+        }
+        Some(libc::ENOSPC) => Some(
+            "the kernel still counts the namespaces of commands that ended; \
+             run it again in a moment",
+        ),
+        Some(libc::ENOMEM) => Some("the host is short of memory; run it again in a moment"),
+        _ => None,
+    };
+    let message = format!("cannot start {what}: {e}");
+    match why {
+        Some(why) => Refusal {
+            message: format!("{message} ({why})"),
+            busy: true,
+        },
+        None => Refusal::invalid(message),
     }
 }
 
@@ -361,9 +402,30 @@ fn leader_main(
     let workload = match sys::fork() {
         Ok(Some(pid)) => pid,
         Ok(None) => workload_main(&exec_ctx),
-        Err(_) => sys::exit_now(125),
+        Err(e) => {
+            report(rfd, &workload_not_forked(&e));
+            sys::exit_now(125)
+        }
     };
     lead(workload, rfd, &set)
+}
+
+/// What the exec reports when its leader could not fork the command's
+/// process (a sandbox at its process limit, most often).
+fn workload_not_forked(e: &std::io::Error) -> ChildReport {
+    let (layer, fix) = match e.raw_os_error() {
+        Some(libc::EAGAIN) => (
+            crate::spec::Layer::Cgroup,
+            "the sandbox is at its process limit: end a command running in it, \
+             or give it a higher limit",
+        ),
+        _ => (crate::spec::Layer::PidNamespace, "run it again in a moment"),
+    };
+    ChildReport::Setup {
+        layer,
+        message: format!("cannot start the command's process: {e}"),
+        fix: Some(fix.into()),
+    }
 }
 
 /// The signals a leader waits for (blocked, taken with `sigwaitinfo`).

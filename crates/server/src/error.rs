@@ -172,6 +172,8 @@ impl From<SessionError> for ApiError {
             }
             SessionError::Invalid(_) => ApiError::unprocessable(message),
             SessionError::AtCapacity(_) => ApiError::at_capacity(message),
+            SessionError::Busy(_) => ApiError::unavailable(message)
+                .with_fix("retry after the number of seconds in Retry-After"),
             SessionError::SpawnerGone(_) => ApiError::unavailable(message)
                 .with_fix("restart `cordon serve`; its sandbox spawner has exited"),
             SessionError::Jail(_) => ApiError::unprocessable(message),

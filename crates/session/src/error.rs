@@ -18,6 +18,10 @@ pub enum SessionError {
     /// Too many sessions or execs at once; retry later.
     #[error("at capacity: {0}")]
     AtCapacity(String),
+    /// The sandbox cannot start another process now (its process limit,
+    /// namespaces the kernel has not yet freed, memory short); retry later.
+    #[error("busy: {0}")]
+    Busy(String),
     /// The spawner process is gone (the server must be restarted).
     #[error("the sandbox spawner is gone: {0}")]
     SpawnerGone(String),

@@ -271,7 +271,13 @@ impl Process {
         drop((stdin_r, out_w, err_w, rep_w));
         let pid = match reply {
             InitReply::Started { pid, .. } => pid,
-            InitReply::Refused { message, .. } => return Err(SessionError::Invalid(message)),
+            InitReply::Refused { message, busy, .. } => {
+                return Err(if busy {
+                    SessionError::Busy(message)
+                } else {
+                    SessionError::Invalid(message)
+                })
+            }
             InitReply::Configured { .. } | InitReply::Root { .. } => {
                 return Err(SessionError::Invalid("unexpected answer to an exec".into()))
             }

@@ -801,6 +801,7 @@ const CASES: &[&str] = &[
     "finished_execs_keep_output_within_the_budget",
     "a_finished_exec_is_never_seen_without_its_exited_event",
     "quick_execs_outrun_the_kernels_namespace_count",
+    "an_exec_past_the_process_limit_is_refused_as_busy",
 ];
 
 /// The kernel counts a PID namespace off some 30 ms after its last
@@ -819,6 +820,104 @@ async fn quick_execs_outrun_the_kernels_namespace_count(engine: &Engine) {
         assert_eq!(exit.exit_code, 0, "exec {i}: {exit:?}");
     }
     let _ = engine.destroy(session.id(), EndCause::Deleted).await;
+}
+
+/// A sandbox at its process limit: an exec whose leader cannot be forked
+/// is refused as busy (the API's 503 with Retry-After), not as an invalid
+/// request; one whose leader cannot fork the command fails its setup with
+/// the limit named, not as "killed"; and the session runs commands again
+/// once one of its commands has ended.
+async fn an_exec_past_the_process_limit_is_refused_as_busy(engine: &Engine) {
+    // The init, one exec's leader and its `sleep`: 3 processes.
+    let (sb, sleeping) = sandbox_with_a_sleep(engine, 3).await;
+    match sb.exec(req(&["echo", "one more"])).await {
+        Err(cordon_session::SessionError::Busy(message)) => assert!(
+            message.contains("process limit"),
+            "the refusal says why: {message}"
+        ),
+        Err(e) => panic!("expected a busy refusal, got {e}"),
+        Ok(p) => panic!(
+            "expected a busy refusal, the exec ran: {:?}",
+            p.wait().await
+        ),
+    }
+    sleeping.kill().await;
+    sleeping.wait().await;
+    // The ended exec's processes leave the count a moment after it has
+    // ended: until then an exec is refused or fails at the limit.
+    let mut last = String::new();
+    let mut ran = false;
+    for _ in 0..100 {
+        match sb.exec(req(&["echo", "again"])).await {
+            Ok(p) => {
+                let exit = p.wait().await;
+                if exit.exit_code == 0 {
+                    ran = true;
+                    break;
+                }
+                last = format!("{exit:?}");
+            }
+            Err(cordon_session::SessionError::Busy(m)) => last = m,
+            Err(e) => panic!("exec after the sleep ended: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ran, "the session lives on: {last}");
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // Room for one more leader, none for its command.
+    let (sb, sleeping) = sandbox_with_a_sleep(engine, 4).await;
+    let p = sb
+        .exec(req(&["echo", "one more"]))
+        .await
+        .unwrap_or_else(|e| panic!("the leader fits: {e}"));
+    let exit = p.wait().await;
+    assert_eq!(
+        (exit.exit_code, exit.reason),
+        (125, cordon_session::ExitReason::SetupFailed),
+        "{exit:?}"
+    );
+    let message = exit.message.unwrap_or_default();
+    assert!(message.contains("process limit"), "{message}");
+    sleeping.kill().await;
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A session limited to `pids` processes, running `sleep 30`.
+async fn sandbox_with_a_sleep(
+    engine: &Engine,
+    pids: u64,
+) -> (Arc<Session>, Arc<cordon_session::Process>) {
+    let mut s = spec();
+    s.limits.pids = Some(pids);
+    let sb = engine
+        .create(CreateSession {
+            spec: s,
+            idle_timeout: None,
+            ttl: None,
+            owner: "test".into(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("create: {e}"));
+    let sleeping = sb
+        .exec(req(&["sleep", "30"]))
+        .await
+        .unwrap_or_else(|e| panic!("the first exec fits: {e}"));
+    // Its leader and command are both started once the sleep shows.
+    for _ in 0..100 {
+        if sleeping.exit().is_some() || !processes_named("sleep 30").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(sleeping.exit().is_none(), "{:?}", sleeping.exit());
+    (sb, sleeping)
 }
 
 /// Wait until the engine's pools hold `ready` sandboxes (at most 4 s).
@@ -893,6 +992,7 @@ fn main() {
         }
         case!(output_exit_code_and_state_across_execs);
         case!(timeout_kills_the_tree_not_the_session);
+        case!(an_exec_past_the_process_limit_is_refused_as_busy);
         case!(reattach_after_exit);
         case!(destroy_leaves_nothing);
         case!(sessions_do_not_share_tmp);
