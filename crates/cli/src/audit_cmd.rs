@@ -25,7 +25,8 @@ Examples:
 The store is $XDG_STATE_HOME/cordon/audit.db (or ~/.local/state/cordon/audit.db)
 unless --store or CORDON_AUDIT names another.";
 
-/// Read, check and export the audit store.
+// The arguments of `cordon audit` (its description is the subcommand's,
+// in main.rs).
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct AuditArgs {
@@ -37,7 +38,7 @@ pub struct AuditArgs {
     pub command: AuditCommand,
 }
 
-/// `cordon audit` subcommands.
+// `cordon audit` subcommands (a plain comment: see `AuditArgs`).
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
     /// Print the most recent records, oldest first

@@ -22,7 +22,8 @@ pub struct McpArgs {
     serve: ServeMcpArgs,
 }
 
-/// Subcommands of `cordon mcp`.
+// Subcommands of `cordon mcp` (a plain comment: a doc comment would
+// replace the description of `cordon mcp` once its arguments are built).
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// Run an MCP server inside a sandbox, with a tool policy (the gateway).

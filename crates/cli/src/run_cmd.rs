@@ -76,8 +76,10 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-/// The sandbox's flags, shared by `cordon run` and `cordon mcp wrap`:
-/// profile, paths, limits, network, secrets, audit.
+// The sandbox's flags, shared by `cordon run` and `cordon mcp wrap`:
+// profile, paths, limits, network, secrets, audit. (A plain comment: a doc
+// comment here would become the description of every subcommand that
+// flattens these, once its arguments are built.)
 #[derive(Debug, Args)]
 pub struct SandboxArgs {
     /// Profile file (TOML or JSON); flags override it.
