@@ -686,7 +686,10 @@ fn uptime_ticks() -> u64 {
 /// A sandbox built for the pool waits with its first exec forked and
 /// confined ahead of any create; that exec takes the order's argv,
 /// environment and working directory and is confined as one started on
-/// order (its own PID namespace, seccomp, no_new_privs, no capabilities).
+/// order (its own PID namespace, seccomp, no_new_privs, no capabilities,
+/// Landlock: its signal scope refuses even `kill -0` to its leader, which
+/// is outside its domain; `pooled_first_exec_without_landlock_signals_its_leader`
+/// is the control).
 async fn pooled_first_exec_was_started_ahead_and_confined(engine: &Engine) {
     // Older than the request by more than a clock tick once the pool is
     // full.
@@ -695,13 +698,7 @@ async fn pooled_first_exec_was_started_ahead_and_confined(engine: &Engine) {
     let session = create(engine).await;
     // /proc is the session's (its PID namespace, not the exec's): the
     // shell reads its own files through /proc/self.
-    let script = "read -r stat < /proc/self/stat; set -- $stat; echo \"start=${22}\"; \
-                  echo \"pid=$$ order=$ORDER cwd=$(pwd)\"; \
-                  while read -r l; do case $l in Seccomp:*|NoNewPrivs:*|CapEff:*) echo \"$l\";; esac; done < /proc/self/status";
-    let mut order = req(&["sh", "-c", script]);
-    order.env = vec![("ORDER".into(), "given".into())];
-    order.cwd = Some(PathBuf::from("/tmp"));
-    let (exit, out, err) = run_req(&session, order).await;
+    let (exit, out, err) = run_req(&session, first_exec_probe()).await;
     assert_eq!(exit.exit_code, 0, "{out}{err}");
     let started: u64 = out
         .lines()
@@ -717,6 +714,7 @@ async fn pooled_first_exec_was_started_ahead_and_confined(engine: &Engine) {
         "Seccomp:\t2",
         "NoNewPrivs:\t1",
         "CapEff:\t0000000000000000",
+        "signal=denied",
     ] {
         assert!(out.contains(line), "missing {line:?}: {out}");
     }
@@ -736,6 +734,43 @@ async fn pooled_first_exec_was_started_ahead_and_confined(engine: &Engine) {
         second >= requested,
         "the second exec started on order: {out}"
     );
+    engine
+        .destroy(session.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// An exec that prints when it was forked, who and where it is, its
+/// seccomp, no_new_privs and capability state, and whether it may signal
+/// its leader (PID 1 of its namespace).
+fn first_exec_probe() -> ExecRequest {
+    // /proc is the session's (its PID namespace, not the exec's): the
+    // shell reads its own files through /proc/self.
+    let script = "read -r stat < /proc/self/stat; set -- $stat; echo \"start=${22}\"; \
+                  echo \"pid=$$ order=$ORDER cwd=$(pwd)\"; \
+                  while read -r l; do case $l in Seccomp:*|NoNewPrivs:*|CapEff:*) echo \"$l\";; esac; done < /proc/self/status; \
+                  if kill -0 1 2>/dev/null; then echo signal=allowed; else echo signal=denied; fi";
+    let mut order = req(&["sh", "-c", script]);
+    order.env = vec![("ORDER".into(), "given".into())];
+    order.cwd = Some(PathBuf::from("/tmp"));
+    order
+}
+
+/// The control of the Landlock line above: in a pool whose sandboxes
+/// leave Landlock out (the test switch), the same first exec, started
+/// ahead all the same, may signal its leader.
+async fn pooled_first_exec_without_landlock_signals_its_leader(engine: &Engine) {
+    let session = create(engine).await;
+    assert_eq!(engine.pool_stats().hits, 1, "{:?}", engine.pool_stats());
+    let (exit, out, err) = run_req(&session, first_exec_probe()).await;
+    assert_eq!(exit.exit_code, 0, "{out}{err}");
+    for line in [
+        "pid=2 order=given cwd=/tmp",
+        "Seccomp:\t2",
+        "signal=allowed",
+    ] {
+        assert!(out.contains(line), "missing {line:?}: {out}");
+    }
     engine
         .destroy(session.id(), EndCause::Deleted)
         .await
@@ -802,6 +837,7 @@ const CASES: &[&str] = &[
     "a_finished_exec_is_never_seen_without_its_exited_event",
     "quick_execs_outrun_the_kernels_namespace_count",
     "an_exec_past_the_process_limit_is_refused_as_busy",
+    "pooled_first_exec_without_landlock_signals_its_leader",
 ];
 
 /// The kernel counts a PID namespace off some 30 ms after its last
@@ -953,6 +989,10 @@ fn main() {
         Ok(s) => s,
         Err(e) => panic!("fork the spawner: {e}"),
     };
+    let no_landlock_pooled_spawner = match Spawner::fork() {
+        Ok(s) => s,
+        Err(e) => panic!("fork the spawner: {e}"),
+    };
     std::env::remove_var(cordon_jail::test_switch::VAR);
     let bounded_spawner = match Spawner::fork() {
         Ok(s) => s,
@@ -1022,6 +1062,24 @@ fn main() {
         .unwrap_or_else(|e| panic!("{e}"));
         pools_fill(&pooled, 3).await;
         case!(pooled_first_exec_was_started_ahead_and_confined, &pooled);
+        let no_landlock_pooled = Engine::new(
+            no_landlock_pooled_spawner,
+            EngineConfig {
+                pools: vec![cordon_session::PoolConfig {
+                    base: spec(),
+                    size: 1,
+                    auto: false,
+                }],
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        pools_fill(&no_landlock_pooled, 1).await;
+        case!(
+            pooled_first_exec_without_landlock_signals_its_leader,
+            &no_landlock_pooled
+        );
+        no_landlock_pooled.shutdown().await;
         pools_fill(&pooled, 3).await;
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
