@@ -801,6 +801,20 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
 
 /// Lower both the soft and the hard limit to at most `value`, never
 /// raising either.
+/// Set a soft limit (at most the hard one), leaving the hard limit as
+/// it is, so that a later call may raise it again.
+pub(crate) fn set_soft_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills a valid rlimit struct.
+    if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    set_rlimit(resource, value.min(cur.rlim_max), cur.rlim_max)
+}
+
 fn tighten_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
     let mut cur = libc::rlimit {
         rlim_cur: 0,

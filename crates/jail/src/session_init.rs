@@ -53,6 +53,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     // What execs get; a claim from the pool changes the binds and limits.
     let mut spec = ctx.spec.clone();
     let mut plan = ctx.plan.cloned();
+    hold_process_limit(ctx, &spec);
     let mut leaders: HashMap<u64, libc::pid_t> = HashMap::new();
     // Every exec's Landlock ruleset, built once here (and again when a
     // claim changes the binds) instead of once per exec.
@@ -80,6 +81,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             match recv_message::<InitOrder>(control) {
                 Ok(Some((InitOrder::Configure { id, config }, _))) => {
                     spec.limits = config.limits;
+                    hold_process_limit(ctx, &spec);
                     if let Some(p) = plan.as_mut() {
                         p.set_user_binds(config.binds);
                         p.set_file_paths(config.files);
@@ -138,6 +140,23 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                 Err(_) => sys::exit_now(0),
             }
         }
+    }
+}
+
+/// Without a pids cgroup the sandbox's process limit is RLIMIT_NPROC,
+/// which counts every process of the sandbox's user in its user
+/// namespace: the init takes it as its soft limit, so that its own forks
+/// (each exec's leader, the exec started ahead) stop at the limit as a
+/// cgroup would stop them. The hard limit stays, so that a claim may set
+/// another; each workload sets both to the limit itself.
+fn hold_process_limit(ctx: &ChildContext<'_>, spec: &crate::spec::Spec) {
+    if ctx.rlimit_pids {
+        // Should it fail, the limit still holds: every workload sets it as
+        // its own before it runs anything; only the refusal of a leader
+        // at the limit would come later, from the leader's fork. No limit
+        // (a claim without one) is the hard limit.
+        let n = spec.limits.pids.unwrap_or(u64::MAX);
+        let _ = crate::child::set_soft_rlimit(libc::RLIMIT_NPROC, n);
     }
 }
 
