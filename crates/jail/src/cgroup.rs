@@ -485,6 +485,19 @@ impl Cgroup {
         Ok(())
     }
 
+    /// The group's one cgroup v2 directory, open, for a child to be
+    /// created in (`sys::clone_sandbox_into`); `None` when it has none (v1
+    /// only), several, or cannot be opened (the child is then moved in by
+    /// [`Cgroup::add_v2`]).
+    pub(crate) fn open_v2_dir(&self) -> Option<std::os::fd::OwnedFd> {
+        let mut v2 = self.dirs.iter().filter(|d| !self.is_v1(d));
+        let dir = v2.next()?;
+        if v2.next().is_some() {
+            return None;
+        }
+        fs::File::open(dir).ok().map(std::os::fd::OwnedFd::from)
+    }
+
     fn is_v1(&self, dir: &Path) -> bool {
         [&self.memory, &self.pids, &self.cpu]
             .iter()

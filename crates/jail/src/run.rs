@@ -366,8 +366,8 @@ impl Setup {
     /// groups go with `Groups`' drop).
     fn launch(mut self, spec: &Spec) -> Result<Running> {
         let level = spec.isolation.level;
-        let (pid, pidfd) = match clone_sandbox(level) {
-            Ok(Forked::Child) => child::enter(ChildContext {
+        let (pid, pidfd, in_v2_group) = match clone_sandbox(level, self.groups.group.as_ref()) {
+            Ok((Forked::Child, _)) => child::enter(ChildContext {
                 spec,
                 plan: self.plan.as_ref(),
                 seccomp: &self.program,
@@ -381,7 +381,7 @@ impl Setup {
                 landlock: None,
                 exec_limits: Default::default(),
             }),
-            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+            Ok((Forked::Parent { pid, pidfd }, in_v2_group)) => (pid, pidfd, in_v2_group),
             Err(e) => return Err(e),
         };
         drop(self.child);
@@ -393,7 +393,14 @@ impl Setup {
             stderr,
             control,
         } = self.parent;
-        let released = release_child(pid, level, &self.identity, self.groups.group.as_ref(), sync);
+        let released = release_child(
+            pid,
+            level,
+            &self.identity,
+            self.groups.group.as_ref(),
+            in_v2_group,
+            sync,
+        );
         // The init has its copies of the idmapped trees.
         drop(self.identity);
         // The janitor is forked while the sandbox builds its root.
@@ -798,12 +805,24 @@ impl LandlockWatch {
 
 /// Clone the sandbox's first process into its namespaces (none at the
 /// process level).
-pub(crate) fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
+/// Clone the sandbox, in its cgroup v2 group from the start where it has
+/// one and the kernel allows (the `bool`: it need not be moved there).
+pub(crate) fn clone_sandbox(
+    level: IsolationLevel,
+    group: Option<&Cgroup>,
+) -> Result<(Forked, bool)> {
     let flags = match level {
         IsolationLevel::Namespaces => NS_FLAGS,
         IsolationLevel::Process => 0,
     };
-    sys::clone_sandbox(flags).map_err(|e| match e.raw_os_error() {
+    if let Some(dir) = group.and_then(Cgroup::open_v2_dir) {
+        // Any failure here is met again, and reported, by the plain clone
+        // and the move into the group below.
+        if let Ok(forked) = sys::clone_sandbox_into(flags, dir.as_fd()) {
+            return Ok((forked, true));
+        }
+    }
+    let forked = sys::clone_sandbox(flags).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::ENOSPC) | Some(libc::EINVAL) | Some(libc::EUSERS)
             if level == IsolationLevel::Namespaces =>
         {
@@ -814,21 +833,26 @@ pub(crate) fn clone_sandbox(level: IsolationLevel) -> Result<Forked> {
             }
         }
         _ => JailError::io("clone", e),
-    })
+    })?;
+    Ok((forked, false))
 }
 
-/// Identity mapping and cgroup membership, then the go byte.
+/// Identity mapping and cgroup membership (the v2 group unless the child
+/// was created in it: `in_v2_group`), then the go byte.
 pub(crate) fn release_child(
     pid: libc::pid_t,
     level: IsolationLevel,
     identity: &crate::identity::Identity,
     group: Option<&Cgroup>,
+    in_v2_group: bool,
     sync: OwnedFd,
 ) -> Result<()> {
     if level == IsolationLevel::Namespaces {
         identity.write_maps(pid)?;
     }
-    prepare_child(pid, group)?;
+    if !in_v2_group {
+        prepare_child(pid, group)?;
+    }
     sys::write_all_fd(sync.as_raw_fd(), b"g").map_err(|e| JailError::io("start sandbox", e))
 }
 

@@ -370,8 +370,8 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
     })?;
     let mut groups = Groups::create(spec, &mut enforcement)?;
     let (parent, child_ends) = open_channels()?;
-    let (pid, pidfd) = match clone_sandbox(level) {
-        Ok(Forked::Child) => child::enter(ChildContext {
+    let (pid, pidfd, in_v2_group) = match clone_sandbox(level, groups.group.as_ref()) {
+        Ok((Forked::Child, _)) => child::enter(ChildContext {
             spec,
             plan: Some(&plan),
             seccomp: &program,
@@ -385,7 +385,7 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
             landlock: None,
             exec_limits: Default::default(),
         }),
-        Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+        Ok((Forked::Parent { pid, pidfd }, in_v2_group)) => (pid, pidfd, in_v2_group),
         Err(e) => {
             groups.release();
             return Err(e);
@@ -394,7 +394,14 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
     drop(child_ends);
     // The child waits for the go byte: it is still dumpable now.
     let namespaces = open_namespaces(pid);
-    let released = release_child(pid, level, &identity, groups.group.as_ref(), parent.sync);
+    let released = release_child(
+        pid,
+        level,
+        &identity,
+        groups.group.as_ref(),
+        in_v2_group,
+        parent.sync,
+    );
     drop(identity);
     let mut live = LiveSandbox {
         namespaces,

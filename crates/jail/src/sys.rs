@@ -45,12 +45,18 @@ pub(crate) fn clone_sandbox(ns_flags: libc::c_int) -> io::Result<Forked> {
             0usize,
         )
     };
+    forked(ret, pidfd)
+}
+
+/// Which side of a clone with `CLONE_PIDFD` this is, from the call's
+/// return value and the pidfd the kernel stored.
+fn forked(ret: libc::c_long, pidfd: libc::c_int) -> io::Result<Forked> {
     match ret {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(Forked::Child),
         pid => {
             // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor
-            // that nobody else owns.
+            // that nobody else owns (read only in the parent, `ret > 0`).
             let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
             Ok(Forked::Parent {
                 pid: pid as libc::pid_t,
@@ -58,6 +64,64 @@ pub(crate) fn clone_sandbox(ns_flags: libc::c_int) -> io::Result<Forked> {
             })
         }
     }
+}
+
+/// The start of clone3(2)'s `struct clone_args`, up to `cgroup`
+/// (`CLONE_ARGS_SIZE_VER2`, Linux 5.7). Written out: the libc crate has it
+/// only for some targets (not glibc's), and the layout is the kernel's ABI.
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// clone3's flag to create the child in the cgroup v2 group `cgroup`
+/// names (the value of the kernel's uapi, on every architecture).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// [`clone_sandbox`], with the child created in the cgroup v2 group open
+/// as `cgroup` (`clone3` with `CLONE_INTO_CGROUP`). Moving a process into
+/// a v2 group afterwards (a write of its pid to `cgroup.procs`) takes the
+/// kernel's global cgroup_threadgroup_rwsem for writing, which waits for
+/// an RCU grace period (about 15 ms on an idle host); a child made in its
+/// group takes only the read side, as every fork does. Fails where clone3
+/// cannot be used (a seccomp filter answering ENOSYS, as some container
+/// runtimes do); the caller then clones and moves the child.
+pub(crate) fn clone_sandbox_into(
+    ns_flags: libc::c_int,
+    cgroup: BorrowedFd<'_>,
+) -> io::Result<Forked> {
+    let mut pidfd: libc::c_int = -1;
+    let args = CloneArgs {
+        flags: u64::from((ns_flags | libc::CLONE_PIDFD) as u32) | CLONE_INTO_CGROUP,
+        pidfd: &mut pidfd as *mut libc::c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: clone3 without CLONE_VM and with no stack behaves like fork,
+    // as `clone_sandbox`'s raw clone does (the same rule on threads
+    // applies). `args` is a valid clone_args of the size passed; its one
+    // pointer, `pidfd`, is a valid, writable c_int for the kernel to store
+    // the pidfd in, and `cgroup` is a descriptor the caller keeps open.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    forked(ret, pidfd)
 }
 
 /// Plain `fork(2)` for the single-threaded helper processes.
@@ -541,5 +605,83 @@ pub(crate) fn in_user_and_mount_ns(
                 Ok(libc::EIO)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::path::PathBuf;
+
+    /// A writable cgroup2 mount (hosts with v1 controllers usually still
+    /// mount an empty one, as `/sys/fs/cgroup/unified`).
+    fn writable_cgroup2() -> Option<PathBuf> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mounts.lines().find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            right
+                .starts_with("cgroup2 ")
+                .then(|| left.split(' ').nth(4).map(PathBuf::from))?
+        })?;
+        rustix::fs::access(&mount, rustix::fs::Access::WRITE_OK)
+            .is_ok()
+            .then_some(mount)
+    }
+
+    /// The cgroup v2 line of a process's `/proc/PID/cgroup` while it waits
+    /// on `rd`, then let it go and reap it.
+    fn v2_line_of(forked: io::Result<Forked>, rd: &OwnedFd, wr: OwnedFd) -> String {
+        match forked.unwrap_or_else(|e| panic!("clone: {e}")) {
+            Forked::Child => {
+                // Only async-signal-safe calls: the test harness has threads.
+                // Its copy of the write end goes, so that the parent's close
+                // is the end of file.
+                // SAFETY: closing this process's own copy.
+                unsafe { libc::close(wr.as_raw_fd()) };
+                let mut b = [0u8; 1];
+                // SAFETY: reading one byte into a local buffer.
+                unsafe { libc::read(rd.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+                exit_now(0)
+            }
+            Forked::Parent { pid, pidfd: _ } => {
+                let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                drop(wr);
+                let _ = wait4(pid, 0);
+                text.lines()
+                    .find(|l| l.starts_with("0::"))
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+        }
+    }
+
+    /// A child made with `clone_sandbox_into` is in the v2 group from its
+    /// start; one made by the plain clone is where its parent is (the
+    /// control).
+    #[test]
+    fn a_child_cloned_into_a_v2_group_starts_there() {
+        let Some(mount) = writable_cgroup2() else {
+            if std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_some()
+                && rustix::process::getuid().is_root()
+            {
+                panic!("a writable cgroup2 mount is required as root");
+            }
+            eprintln!("SKIPPED: no writable cgroup2 mount (needs root or a delegated v2 group)");
+            return;
+        };
+        let name = format!("cordon-clone-into-{}", std::process::id());
+        let dir = mount.join(&name);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let group = std::fs::File::open(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let pipe = || rustix::pipe::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let (rd, wr) = pipe();
+        let into = v2_line_of(clone_sandbox_into(0, group.as_fd()), &rd, wr);
+        let (rd, wr) = pipe();
+        let plain = v2_line_of(clone_sandbox(0), &rd, wr);
+        let _ = std::fs::remove_dir(&dir);
+        assert_eq!(into, format!("0::/{name}"), "created in the group");
+        assert_ne!(plain, format!("0::/{name}"), "the control is not");
     }
 }
