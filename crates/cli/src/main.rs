@@ -58,8 +58,8 @@ struct Cli {
 }
 
 /// Each subcommand's arguments are built only when it is the one given
-/// (`defer`): building every subcommand's cost each `cordon run` about
-/// 0.12 ms of its start.
+/// (`defer`): building the arguments of every subcommand cost each
+/// `cordon run` about 0.12 ms of its start.
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 enum Command {

@@ -732,8 +732,8 @@ fn set_rlimit(resource: sys::RlimitResource, soft: u64, hard: u64) -> std::io::R
     Ok(())
 }
 
-/// Lower a limit, never raising it above what we were given.
-fn lower_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
+/// A limit as it is now.
+fn get_rlimit(resource: sys::RlimitResource) -> std::io::Result<libc::rlimit> {
     let mut cur = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -742,7 +742,12 @@ fn lower_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()
     if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
         return Err(std::io::Error::last_os_error());
     }
-    let value = value.min(cur.rlim_max);
+    Ok(cur)
+}
+
+/// Lower a limit, never raising it above what we were given.
+fn lower_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
+    let value = value.min(get_rlimit(resource)?.rlim_max);
     set_rlimit(resource, value, value)
 }
 
@@ -799,30 +804,16 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
     crate::budgets::apply_rlimits(&l.kernel, lower_rlimit)
 }
 
-/// Lower both the soft and the hard limit to at most `value`, never
-/// raising either.
 /// Set a soft limit (at most the hard one), leaving the hard limit as
 /// it is, so that a later call may raise it again.
 pub(crate) fn set_soft_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit fills a valid rlimit struct.
-    if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let cur = get_rlimit(resource)?;
     set_rlimit(resource, value.min(cur.rlim_max), cur.rlim_max)
 }
 
+/// Lower both the soft and the hard limit to at most `value`, never
+/// raising either.
 fn tighten_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit fills a valid rlimit struct.
-    if unsafe { libc::getrlimit(resource, &mut cur) } == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let cur = get_rlimit(resource)?;
     set_rlimit(resource, value.min(cur.rlim_cur), value.min(cur.rlim_max))
 }

@@ -804,9 +804,8 @@ impl LandlockWatch {
 }
 
 /// Clone the sandbox's first process into its namespaces (none at the
-/// process level).
-/// Clone the sandbox, in its cgroup v2 group from the start where it has
-/// one and the kernel allows (the `bool`: it need not be moved there).
+/// process level), in its cgroup v2 group from the start where it has one
+/// and the kernel allows (the `bool`: it need not be moved there).
 pub(crate) fn clone_sandbox(
     level: IsolationLevel,
     group: Option<&Cgroup>,

@@ -422,7 +422,7 @@ fn leader_main(
         Ok(Some(pid)) => pid,
         Ok(None) => workload_main(&exec_ctx),
         Err(e) => {
-            report(rfd, &workload_not_forked(&e));
+            report(rfd, &workload_not_forked(&e, ctx.rlimit_pids));
             sys::exit_now(125)
         }
     };
@@ -430,11 +430,17 @@ fn leader_main(
 }
 
 /// What the exec reports when its leader could not fork the command's
-/// process (a sandbox at its process limit, most often).
-fn workload_not_forked(e: &std::io::Error) -> ChildReport {
+/// process (a sandbox at its process limit, most often: its pids cgroup's,
+/// or RLIMIT_NPROC without one, `rlimit_pids`).
+fn workload_not_forked(e: &std::io::Error, rlimit_pids: bool) -> ChildReport {
+    let limit_layer = if rlimit_pids {
+        crate::spec::Layer::Rlimits
+    } else {
+        crate::spec::Layer::Cgroup
+    };
     let (layer, fix) = match e.raw_os_error() {
         Some(libc::EAGAIN) => (
-            crate::spec::Layer::Cgroup,
+            limit_layer,
             "the sandbox is at its process limit: end a command running in it, \
              or give it a higher limit",
         ),
