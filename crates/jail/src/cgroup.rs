@@ -38,6 +38,19 @@ pub struct Support {
 }
 
 impl Support {
+    /// Groups under the cgroup v2 group `parent` with CPU accounting only
+    /// (no controllers), as in the empty cgroup2 tree of a host whose
+    /// controllers are all in v1.
+    pub fn v2_accounting_only(parent: PathBuf) -> Support {
+        Support {
+            cpu: Some(Place {
+                version: Version::V2,
+                parent,
+            }),
+            ..Support::default()
+        }
+    }
+
     /// "v1", "v2", "hybrid" or "none".
     pub fn label(&self) -> &'static str {
         let versions: Vec<Version> = [&self.memory, &self.pids, &self.cpu]
@@ -680,6 +693,32 @@ fn sweep_stale(parent: &Path) {
             let _ = fs::remove_dir(entry.path());
         }
     }
+}
+
+/// A writable cgroup2 mount, for the unit tests that make groups in it
+/// (hosts with v1 controllers usually still mount an empty one, as
+/// `/sys/fs/cgroup/unified`). Without one it says SKIPPED and returns
+/// `None`, or fails when run as root with `CORDON_TESTS_REQUIRE_ALL`.
+#[cfg(test)]
+pub(crate) fn writable_cgroup2_or_skip() -> Option<PathBuf> {
+    let mount = fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|text| {
+            parse_mountinfo(&text)
+                .into_iter()
+                .find(|m| m.fstype == "cgroup2")
+        })
+        .map(|m| m.mount_point)
+        .filter(|p| rustix::fs::access(p, rustix::fs::Access::WRITE_OK).is_ok());
+    if mount.is_none() {
+        if std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_some()
+            && rustix::process::getuid().is_root()
+        {
+            panic!("a writable cgroup2 mount is required as root");
+        }
+        eprintln!("SKIPPED: no writable cgroup2 mount (needs root or a delegated v2 group)");
+    }
+    mount
 }
 
 #[cfg(test)]

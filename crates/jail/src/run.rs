@@ -1034,3 +1034,110 @@ fn decode_status(status: i32) -> WaitStatus {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::Support;
+    use crate::seccomp::bpf::{Asm, Cmp, NR};
+
+    /// Refuse clone3 with ENOSYS on this thread and its children, as a
+    /// container runtime's seccomp filter does.
+    fn refuse_clone3() -> std::io::Result<()> {
+        let mut asm = Asm::default();
+        let allow = asm.label();
+        asm.load(NR);
+        asm.jump_unless(Cmp::Eq, libc::SYS_clone3 as u32, allow);
+        asm.ret(libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        asm.bind(allow);
+        asm.ret(libc::SECCOMP_RET_ALLOW);
+        let program = asm.finish().map_err(std::io::Error::other)?;
+        rustix::thread::set_no_new_privs(true)?;
+        sys::seccomp_install(&program, false).map(drop)
+    }
+
+    /// In a helper process (with clone3 refused when `refused`), clone a
+    /// process-level sandbox for `group` and release it the way a run
+    /// does. The helper's exit code: bit 0, the sandbox was created in the
+    /// group; bit 1, it is in the group once released; 100 and up, a
+    /// step failed.
+    fn clone_and_release(group: &Cgroup, group_line: &str, refused: bool) -> i32 {
+        let Some(helper) = sys::fork().unwrap_or_else(|e| panic!("fork: {e}")) else {
+            if refused && refuse_clone3().is_err() {
+                sys::exit_now(100)
+            }
+            let (Ok((go_rd, go_wr)), Ok((hold_rd, hold_wr))) =
+                (rustix::pipe::pipe(), rustix::pipe::pipe())
+            else {
+                sys::exit_now(101)
+            };
+            let (forked, in_v2_group) = match clone_sandbox(IsolationLevel::Process, Some(group)) {
+                Ok(f) => f,
+                Err(_) => sys::exit_now(102),
+            };
+            let pid = match forked {
+                Forked::Child => {
+                    // The sandbox: wait for the go byte, then until the
+                    // helper has looked at it.
+                    drop((go_wr, hold_wr));
+                    let mut b = [0u8; 1];
+                    let _ = rustix::io::read(&go_rd, &mut b);
+                    let _ = rustix::io::read(&hold_rd, &mut b);
+                    sys::exit_now(0)
+                }
+                Forked::Parent { pid, .. } => pid,
+            };
+            drop((go_rd, hold_rd));
+            let identity = crate::identity::Identity::prepare(IsolationLevel::Process, &[], false);
+            let released = release_child(
+                pid,
+                IsolationLevel::Process,
+                &identity,
+                Some(group),
+                in_v2_group,
+                go_wr,
+            );
+            let line = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            drop(hold_wr);
+            let _ = sys::wait4(pid, 0);
+            if released.is_err() {
+                sys::exit_now(103)
+            }
+            let in_group = line.lines().any(|l| l == group_line);
+            sys::exit_now(i32::from(in_v2_group) | i32::from(in_group) << 1)
+        };
+        let (_, status, _) = sys::wait4(helper, 0).unwrap_or_else(|e| panic!("wait: {e}"));
+        assert!(libc::WIFEXITED(status), "helper status {status:#x}");
+        libc::WEXITSTATUS(status)
+    }
+
+    /// Where clone3 is refused (a container runtime's seccomp filter), the
+    /// sandbox is cloned and then moved into its cgroup v2 group: it is in
+    /// the group before it is let go, as one created there is. The
+    /// control, without the filter, shows the filter is what made the
+    /// difference (the sandbox was created in the group).
+    #[test]
+    fn a_refused_clone3_falls_back_to_moving_the_sandbox_into_its_v2_group() {
+        let Some(mount) = crate::cgroup::writable_cgroup2_or_skip() else {
+            return;
+        };
+        let parent = mount.join(format!("cordon-clone3-fallback-{}", std::process::id()));
+        fs::create_dir(&parent).unwrap_or_else(|e| panic!("{e}"));
+        let support = Support::v2_accounting_only(parent.clone());
+        let mut group =
+            Cgroup::create(&support, "sandbox", None, None).unwrap_or_else(|e| panic!("{e}"));
+        let line = format!(
+            "0::/{}/sandbox",
+            parent
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+        );
+        let created_in = clone_and_release(&group, &line, false);
+        let moved_in = clone_and_release(&group, &line, true);
+        group.remove();
+        let _ = fs::remove_dir(&parent);
+        assert_eq!(created_in, 0b11, "control: created in the group, and in it");
+        assert_eq!(moved_in, 0b10, "clone3 refused: moved into the group");
+    }
+}

@@ -612,22 +612,6 @@ pub(crate) fn in_user_and_mount_ns(
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
-    use std::path::PathBuf;
-
-    /// A writable cgroup2 mount (hosts with v1 controllers usually still
-    /// mount an empty one, as `/sys/fs/cgroup/unified`).
-    fn writable_cgroup2() -> Option<PathBuf> {
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let mount = mounts.lines().find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            right
-                .starts_with("cgroup2 ")
-                .then(|| left.split(' ').nth(4).map(PathBuf::from))?
-        })?;
-        rustix::fs::access(&mount, rustix::fs::Access::WRITE_OK)
-            .is_ok()
-            .then_some(mount)
-    }
 
     /// The cgroup v2 line of a process's `/proc/PID/cgroup` while it waits
     /// on `rd`, then let it go and reap it.
@@ -662,13 +646,7 @@ mod tests {
     /// control).
     #[test]
     fn a_child_cloned_into_a_v2_group_starts_there() {
-        let Some(mount) = writable_cgroup2() else {
-            if std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_some()
-                && rustix::process::getuid().is_root()
-            {
-                panic!("a writable cgroup2 mount is required as root");
-            }
-            eprintln!("SKIPPED: no writable cgroup2 mount (needs root or a delegated v2 group)");
+        let Some(mount) = crate::cgroup::writable_cgroup2_or_skip() else {
             return;
         };
         let name = format!("cordon-clone-into-{}", std::process::id());

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cordon_jail::cgroup::{Cgroup, Place, Support, Version};
+use cordon_jail::cgroup::{Cgroup, Support};
 
 fn v2_root() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -38,15 +38,7 @@ fn v2_group_joins_counts_kills_and_removes() {
         parent: parent.clone(),
         child: None,
     };
-    let support = Support {
-        memory: None,
-        pids: None,
-        cpu: Some(Place {
-            version: Version::V2,
-            parent: parent.clone(),
-        }),
-        problems: Vec::new(),
-    };
+    let support = Support::v2_accounting_only(parent.clone());
     let mut group = Cgroup::create(&support, "cordon-1-abc", None, None).expect("create");
     let dir = parent.join("cordon-1-abc");
     assert!(dir.is_dir());

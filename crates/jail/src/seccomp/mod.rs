@@ -17,7 +17,7 @@
 //! - `bpf.rs`: the assembler (labels, jump offsets);
 //! - `notify.rs`: receiving and answering user notifications.
 
-mod bpf;
+pub(crate) mod bpf;
 pub mod notify;
 mod rules;
 pub mod syscalls;
