@@ -334,6 +334,95 @@ fn external_anchor_catches_a_rewritten_store() {
 }
 
 #[test]
+fn a_column_of_the_wrong_type_is_named() {
+    for (column, value) in [("time_ns", "'noon'"), ("body", "X'7b7d'"), ("hash", "X'00'")] {
+        let (_dir, path) = fresh(3);
+        tamper(&path)
+            .execute(
+                &format!("UPDATE records SET {column} = {value} WHERE seq = 6"),
+                [],
+            )
+            .unwrap();
+        let msg = verify_problem(&path);
+        assert!(msg.starts_with("record seq 6 "), "{column}: {msg}");
+        assert!(
+            msg.contains(&format!("column {column} has the wrong type")),
+            "{column}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn an_invalid_seq_is_named() {
+    let (_dir, path) = fresh(2);
+    tamper(&path)
+        .execute("UPDATE records SET seq = -7 WHERE seq = 1", [])
+        .unwrap();
+    let msg = verify_problem(&path);
+    assert!(msg.contains("invalid seq -7"), "{msg}");
+}
+
+#[test]
+fn a_first_record_not_chained_to_the_genesis_hash_is_named() {
+    let (_dir, path) = fresh(2);
+    tamper(&path)
+        .execute(
+            "UPDATE records SET prev_hash = ?1 WHERE seq = 1",
+            params!["ef".repeat(32)],
+        )
+        .unwrap();
+    let msg = verify_problem(&path);
+    assert!(msg.starts_with("record seq 1 "), "{msg}");
+    assert!(msg.contains("not the genesis hash"), "{msg}");
+}
+
+#[test]
+fn a_last_record_replaced_with_a_sound_one_is_caught_by_the_head_file() {
+    let (_dir, path) = fresh(3);
+    let c = tamper(&path);
+    let (seq, prev): (i64, String) = c
+        .query_row(
+            "SELECT seq, prev_hash FROM records ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let prev_raw = cordon_audit::chain::parse_hash(&prev).unwrap();
+    let h = cordon_audit::chain::record_hash(seq as u64, 5, "forged", "egress", "{}", &prev_raw);
+    c.execute_batch(&format!(
+        "UPDATE records SET time_ns = 5, run_id = 'forged', kind = 'egress', body = '{{}}', hash = '{}' WHERE seq = {seq}",
+        hex::encode(h)
+    ))
+    .unwrap();
+    drop(c);
+    let msg = verify_problem(&path);
+    assert!(
+        msg.starts_with(&format!("record seq {seq} (run forged, kind egress)")),
+        "{msg}"
+    );
+    assert!(msg.contains("the end of the store was replaced"), "{msg}");
+}
+
+#[test]
+fn an_anchor_past_the_end_is_named() {
+    let (_dir, path) = fresh(2);
+    let anchor = Head {
+        seq: 99,
+        hash: "00".repeat(32),
+    };
+    let report = AuditStore::open(&path)
+        .unwrap()
+        .verify_with_anchor(Some(&anchor))
+        .unwrap();
+    assert!(!report.ok);
+    let msg = report.problems[0].to_string();
+    assert!(
+        msg.starts_with("record seq 99: the anchored record is missing (the store ends at seq 8)"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn reader_refuses_missing_store() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(
