@@ -20,6 +20,14 @@ fn fresh(runs: usize) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// The first problem verification names in a store of `runs` runs after
+/// `sql` ran on it through a separate connection.
+fn problem_after(runs: usize, sql: &str) -> String {
+    let (_dir, path) = fresh(runs);
+    tamper(&path).execute_batch(sql).unwrap();
+    verify_problem(&path)
+}
+
 #[test]
 fn many_appends_verify_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,11 +139,7 @@ fn edited_time_is_named() {
 
 #[test]
 fn deleted_middle_record_is_named() {
-    let (_dir, path) = fresh(10);
-    tamper(&path)
-        .execute("DELETE FROM records WHERE seq = 15", [])
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(10, "DELETE FROM records WHERE seq = 15");
     assert!(
         msg.starts_with("record seq 16 (run run-0003, kind run_ended)"),
         "{msg}"
@@ -145,11 +149,7 @@ fn deleted_middle_record_is_named() {
 
 #[test]
 fn deleted_first_records_are_named() {
-    let (_dir, path) = fresh(3);
-    tamper(&path)
-        .execute("DELETE FROM records WHERE seq <= 2", [])
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(3, "DELETE FROM records WHERE seq <= 2");
     assert!(msg.starts_with("record seq 3 "), "{msg}");
     assert!(msg.contains("records 1..=2 are missing"), "{msg}");
 }
@@ -174,11 +174,7 @@ fn swapped_records_are_named() {
 
 #[test]
 fn truncated_tail_is_named() {
-    let (_dir, path) = fresh(10);
-    tamper(&path)
-        .execute("DELETE FROM records WHERE seq > 33", [])
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(10, "DELETE FROM records WHERE seq > 33");
     assert!(
         msg.starts_with("record seq 33 (run run-0008, kind run_started)"),
         "{msg}"
@@ -265,21 +261,13 @@ fn forged_insert_in_the_middle_is_named() {
 
 #[test]
 fn edited_blob_is_caught() {
-    let (_dir, path) = fresh(2);
-    tamper(&path)
-        .execute("UPDATE blobs SET data = X'00' WHERE size = 8", [])
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(2, "UPDATE blobs SET data = X'00' WHERE size = 8");
     assert!(msg.contains("does not match its hash"), "{msg}");
 }
 
 #[test]
 fn deleted_blob_is_named() {
-    let (_dir, path) = fresh(2);
-    tamper(&path)
-        .execute("DELETE FROM blobs WHERE data LIKE '%profile%'", [])
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(2, "DELETE FROM blobs WHERE data LIKE '%profile%'");
     assert!(
         msg.starts_with("record seq 1 (run run-0000, kind run_started)"),
         "{msg}"
@@ -335,15 +323,15 @@ fn external_anchor_catches_a_rewritten_store() {
 
 #[test]
 fn a_column_of_the_wrong_type_is_named() {
-    for (column, value) in [("time_ns", "'noon'"), ("body", "X'7b7d'"), ("hash", "X'00'")] {
-        let (_dir, path) = fresh(3);
-        tamper(&path)
-            .execute(
-                &format!("UPDATE records SET {column} = {value} WHERE seq = 6"),
-                [],
-            )
-            .unwrap();
-        let msg = verify_problem(&path);
+    for (column, value) in [
+        ("time_ns", "'noon'"),
+        ("body", "X'7b7d'"),
+        ("hash", "X'00'"),
+    ] {
+        let msg = problem_after(
+            3,
+            &format!("UPDATE records SET {column} = {value} WHERE seq = 6"),
+        );
         assert!(msg.starts_with("record seq 6 "), "{column}: {msg}");
         assert!(
             msg.contains(&format!("column {column} has the wrong type")),
@@ -354,24 +342,19 @@ fn a_column_of_the_wrong_type_is_named() {
 
 #[test]
 fn an_invalid_seq_is_named() {
-    let (_dir, path) = fresh(2);
-    tamper(&path)
-        .execute("UPDATE records SET seq = -7 WHERE seq = 1", [])
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(2, "UPDATE records SET seq = -7 WHERE seq = 1");
     assert!(msg.contains("invalid seq -7"), "{msg}");
 }
 
 #[test]
 fn a_first_record_not_chained_to_the_genesis_hash_is_named() {
-    let (_dir, path) = fresh(2);
-    tamper(&path)
-        .execute(
-            "UPDATE records SET prev_hash = ?1 WHERE seq = 1",
-            params!["ef".repeat(32)],
-        )
-        .unwrap();
-    let msg = verify_problem(&path);
+    let msg = problem_after(
+        2,
+        &format!(
+            "UPDATE records SET prev_hash = '{}' WHERE seq = 1",
+            "ef".repeat(32)
+        ),
+    );
     assert!(msg.starts_with("record seq 1 "), "{msg}");
     assert!(msg.contains("not the genesis hash"), "{msg}");
 }
