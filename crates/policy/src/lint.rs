@@ -149,23 +149,48 @@ fn looks_like_credential(name: &str) -> bool {
         || n.starts_with("AWS_")
 }
 
+/// The warnings found so far, in the order they were found.
+#[derive(Default)]
+struct Findings(Vec<LintWarning>);
+
+impl Findings {
+    fn warn(
+        &mut self,
+        code: &'static str,
+        severity: Severity,
+        key: Option<String>,
+        message: String,
+        hint: &str,
+    ) {
+        self.0.push(LintWarning {
+            code,
+            severity,
+            key,
+            message,
+            hint: hint.to_string(),
+        })
+    }
+}
+
 impl Profile {
     /// Risky settings in a valid profile, in a stable order.
     pub fn lint(&self) -> Vec<LintWarning> {
-        let mut out = Vec::new();
-        let mut warn = |code, severity, key: Option<String>, message: String, hint: &str| {
-            out.push(LintWarning {
-                code,
-                severity,
-                key,
-                message,
-                hint: hint.to_string(),
-            })
-        };
+        let mut found = Findings::default();
+        self.lint_trifecta(&mut found);
+        self.lint_writable_paths(&mut found);
+        self.lint_visible_paths(&mut found);
+        self.lint_host_tools(&mut found);
+        self.lint_network(&mut found);
+        self.lint_secrets(&mut found);
+        self.lint_isolation(&mut found);
+        self.lint_limits(&mut found);
+        found.0
+    }
+
+    /// The lethal trifecta: private data, untrusted code and a way out.
+    fn lint_trifecta(&self, found: &mut Findings) {
         let fs = &self.filesystem;
         let net = &self.network;
-
-        // The lethal trifecta: private data + untrusted code + a way out.
         let home_paths: Vec<String> = fs
             .read_only
             .iter()
@@ -179,7 +204,7 @@ impl Profile {
         if untrusted && egress && (!home_paths.is_empty() || !self.secrets.is_empty()) {
             let mut data = home_paths.clone();
             data.extend(self.secrets.iter().map(|s| format!("secret {}", s.name)));
-            warn(
+            found.warn(
                 "lethal-trifecta",
                 Severity::Danger,
                 Some("network.allow".into()),
@@ -191,14 +216,17 @@ impl Profile {
                 "remove one of the three: the private paths or secrets, the network allowlist, or the untrusted preset (only for code you have reviewed)",
             );
         }
+    }
 
-        // Writable places that should never be.
+    /// Writable places that should never be.
+    fn lint_writable_paths(&self, found: &mut Findings) {
+        let fs = &self.filesystem;
         for (i, raw) in fs.read_write.iter().enumerate() {
             let key = Some(format!("filesystem.read_write[{i}]"));
             let r = resolved(raw);
             let shown = raw.display();
             if r == Path::new("/") {
-                warn(
+                found.warn(
                     "writable-root",
                     Severity::Danger,
                     key,
@@ -206,7 +234,7 @@ impl Profile {
                     "list only the directories the workload writes, e.g. ./out",
                 );
             } else if under_home(raw).is_some_and(|rest| rest.as_os_str().is_empty()) {
-                warn(
+                found.warn(
                     "writable-home",
                     Severity::Danger,
                     key,
@@ -219,7 +247,7 @@ impl Profile {
             .iter()
             .any(|s| r == Path::new(s))
             {
-                warn(
+                found.warn(
                     "writable-system",
                     Severity::Danger,
                     key,
@@ -228,13 +256,18 @@ impl Profile {
                 );
             }
         }
+    }
+
+    /// Readable places that hold the host, a home directory or credentials.
+    fn lint_visible_paths(&self, found: &mut Findings) {
+        let fs = &self.filesystem;
         for (name, list) in [("read_only", &fs.read_only), ("read_write", &fs.read_write)] {
             for (i, raw) in list.iter().enumerate() {
                 let key = Some(format!("filesystem.{name}[{i}]"));
                 let shown = raw.display();
                 let Some(rest) = under_home(raw) else {
                     if name == "read_only" && resolved(raw) == Path::new("/") {
-                        warn(
+                        found.warn(
                             "readable-root",
                             Severity::Warning,
                             key,
@@ -245,7 +278,7 @@ impl Profile {
                     continue;
                 };
                 if rest.as_os_str().is_empty() && name == "read_only" {
-                    warn(
+                    found.warn(
                         "readable-home",
                         Severity::Warning,
                         key,
@@ -253,7 +286,7 @@ impl Profile {
                         "list only the directories the workload reads, e.g. ~/.cache/pip",
                     );
                 } else if SENSITIVE_HOME.iter().any(|s| rest.starts_with(s)) {
-                    warn(
+                    found.warn(
                         "credential-path",
                         Severity::Danger,
                         key,
@@ -263,9 +296,13 @@ impl Profile {
                 }
             }
         }
+    }
 
+    /// Writable paths with the host tools' files unprotected.
+    fn lint_host_tools(&self, found: &mut Findings) {
+        let fs = &self.filesystem;
         if !fs.protect_host_tools && (fs.cwd == CwdAccess::Rw || !fs.read_write.is_empty()) {
-            warn(
+            found.warn(
                 "host-tools-unprotected",
                 Severity::Danger,
                 Some("filesystem.protect_host_tools".into()),
@@ -273,11 +310,14 @@ impl Profile {
                 "keep protect_host_tools = true, or write only to directories that hold no repository",
             );
         }
+    }
 
-        // Network.
+    /// An allowlist anyone can join; private addresses.
+    fn lint_network(&self, found: &mut Findings) {
+        let net = &self.network;
         for (i, a) in net.allow.iter().enumerate() {
             if a.is_wildcard() && SHARED_SUFFIXES.contains(&a.host()) {
-                warn(
+                found.warn(
                     "broad-allow",
                     Severity::Warning,
                     Some(format!("network.allow[{i}]")),
@@ -289,7 +329,7 @@ impl Profile {
             }
         }
         if net.allow_private {
-            warn(
+            found.warn(
                 "allow-private",
                 Severity::Danger,
                 Some("network.allow_private".into()),
@@ -297,14 +337,17 @@ impl Profile {
                 "keep it false unless the workload must reach a service on your network; name that host in network.allow",
             );
         }
+    }
 
-        // Secrets.
+    /// Secrets where servers log them, on wildcards, over plain HTTP; credentials passed as environment.
+    fn lint_secrets(&self, found: &mut Findings) {
+        let net = &self.network;
         for (i, s) in self.secrets.iter().enumerate() {
             if s.inject
                 .iter()
                 .any(|w| matches!(w, InjectAt::Query | InjectAt::Body))
             {
-                warn(
+                found.warn(
                     "secret-in-query-or-body",
                     Severity::Warning,
                     Some(format!("secrets[{i}].inject")),
@@ -313,7 +356,7 @@ impl Profile {
                 );
             }
             if s.hosts.iter().any(|h| h.is_wildcard()) {
-                warn(
+                found.warn(
                     "secret-wildcard-host",
                     Severity::Warning,
                     Some(format!("secrets[{i}].hosts")),
@@ -323,7 +366,7 @@ impl Profile {
             }
         }
         if !self.secrets.is_empty() && !net.https_only {
-            warn(
+            found.warn(
                 "secret-plain-http",
                 Severity::Warning,
                 Some("network.https_only".into()),
@@ -334,7 +377,7 @@ impl Profile {
         }
         for (i, name) in self.env.pass.iter().enumerate() {
             if looks_like_credential(name) {
-                warn(
+                found.warn(
                     "env-credential",
                     Severity::Warning,
                     Some(format!("env.pass[{i}]")),
@@ -343,10 +386,12 @@ impl Profile {
                 );
             }
         }
+    }
 
-        // Isolation and syscalls.
+    /// Weaker isolation and unix sockets.
+    fn lint_isolation(&self, found: &mut Findings) {
         if self.isolation.level == IsolationLevel::Process {
-            warn(
+            found.warn(
                 "weaker-isolation",
                 Severity::Warning,
                 Some("isolation.level".into()),
@@ -354,7 +399,7 @@ impl Profile {
                 "use level = \"namespaces\" where user namespaces are available",
             );
         } else if self.isolation.allow_weaker {
-            warn(
+            found.warn(
                 "weaker-isolation",
                 Severity::Warning,
                 Some("isolation.allow_weaker".into()),
@@ -363,7 +408,7 @@ impl Profile {
             );
         }
         if self.syscalls.unix_sockets {
-            warn(
+            found.warn(
                 "unix-sockets",
                 Severity::Info,
                 Some("syscalls.unix_sockets".into()),
@@ -371,8 +416,12 @@ impl Profile {
                 "keep it false unless the workload needs it (socketpair works without it)",
             );
         }
+    }
 
-        // Very large limits.
+    /// Very large limits.
+    fn lint_limits(&self, found: &mut Findings) {
+        let fs = &self.filesystem;
+        let net = &self.network;
         let l = &self.limits;
         let big: [(&str, bool, String); 13] = [
             (
@@ -441,7 +490,7 @@ impl Profile {
         ];
         for (key, is_big, value) in big {
             if is_big {
-                warn(
+                found.warn(
                     "huge-limit",
                     Severity::Info,
                     Some(key.into()),
@@ -450,7 +499,6 @@ impl Profile {
                 );
             }
         }
-        out
     }
 }
 
