@@ -422,32 +422,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(path) = &args.policy {
         let asker = run_policy::Asker::detect(args.ask_timeout.as_duration());
         let policy = Arc::new(run_policy::RunPolicy::load(path, &profile, &run_id, asker)?);
-        match policy.exec(&args.command) {
-            run_policy::Verdict::Refused { message, .. } => {
-                if let Some(s) = staging {
-                    s.abandon();
-                }
-                return refuse_by_policy(&args, &profile, &cwd, &run_id, &policy, &message);
+        if let Err(message) = decide_by_policy(&policy, &args, &mut spec, &mut hooks) {
+            if let Some(s) = staging {
+                s.abandon();
             }
-            run_policy::Verdict::Allowed {
-                rule,
-                limits: Some(limits),
-            } => {
-                // An allow with limits: the run's limits only tighten.
-                run_policy::tighten(&limits, &mut spec.limits);
-                let in_force = limits_in_force(&spec.limits);
-                if let Some(plan) = hooks.audit_plan.as_mut() {
-                    plan.started.enforcement["policy_limits"] =
-                        serde_json::json!({"rule": rule, "in_force": in_force});
-                }
-                if !args.quiet {
-                    eprintln!(
-                        "cordon: policy rule {rule} allows this with limits; in force: {}",
-                        limits_in_words(&spec.limits)
-                    );
-                }
-            }
-            run_policy::Verdict::Allowed { limits: None, .. } => {}
+            return refuse_by_policy(&args, &profile, &cwd, &run_id, &policy, &message);
         }
         hooks.policy = Some(policy);
     }
@@ -457,19 +436,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let summary = hooks.proxy.take().map(|p| p.shutdown());
     let outcome = match result {
         Ok(o) => o,
-        Err(e) => {
-            if let Some(s) = staging {
-                s.abandon();
-            }
-            // A run that was recorded as started is recorded as failed too.
-            if let Some(session) = hooks.audit.take() {
-                session.failed(&e.to_string())?;
-            }
-            if let Some(why) = hooks.stage_watch.and_then(|w| w.tripped) {
-                anyhow::bail!("the run was stopped and its staged changes discarded: {why}");
-            }
-            anyhow::bail!("cannot build the sandbox: {e}");
-        }
+        Err(e) => return Err(not_run(e, staging, hooks)),
     };
     if let Some(t) = &mut host_tools {
         t.check_after(outcome.enforcement.isolation == cordon_jail::IsolationLevel::Process);
@@ -479,21 +446,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         Some(s) => Some(s.finish()?),
         None => None,
     };
-    let incidents = match hooks.audit.take() {
-        Some(mut session) => {
-            if let Some(policy) = &hooks.policy {
-                for (at, record) in policy.take_records() {
-                    session.record(at, record).map_err(|e| anyhow::anyhow!(e))?;
-                }
-            }
-            session.finish(&outcome, &egress, &sink.excerpts)?
-        }
-        None => audit_bridge::incidents(&outcome, &egress),
-    };
+    let incidents = record_the_end(&mut hooks, &outcome, &egress, &sink)?;
 
-    // The command line can carry tokens (URLs, headers): redact it like
-    // everything else that is stored.
     if let Some(path) = &args.report {
+        // The command line can carry tokens (URLs, headers): redact it like
+        // everything else that is stored.
         let redacted_command: Vec<String> = args
             .command
             .iter()
@@ -519,58 +476,158 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
                 bytes_down: s.bytes_down,
             }),
         };
-        // Defence in depth: no real secret value can be in the report, and
-        // the redactor (which knows them) makes sure of it.
-        let mut value = serde_json::to_value(&report)?;
-        redact_strings(&mut value, &redactor);
-        let text = serde_json::to_string_pretty(&value)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+        write_report(path, &report, &redactor)?;
     }
     if args.json {
         eprintln!("{}", serde_json::to_string(&outcome)?);
     }
     if !args.quiet {
-        for layer in outcome.enforcement.degraded() {
-            eprintln!(
-                "cordon: warning: {} not enforced: {}",
-                layer.layer, layer.detail
-            );
-        }
-        let notable = !matches!(outcome.reason, EndReason::Exited | EndReason::Signal);
-        if let (true, Some(msg)) = (
-            notable || outcome.breaches.output_truncated,
-            &outcome.message,
-        ) {
-            eprintln!("cordon: {msg}");
-        }
-        if let Some(t) = &host_tools {
-            for note in &t.unprotected {
-                eprintln!("cordon: warning: host tools not protected: {note}");
+        tell_the_end(
+            &outcome,
+            &spec,
+            host_tools.as_ref(),
+            stage_report.as_ref(),
+            &incidents,
+        );
+    }
+    Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
+}
+
+/// `--policy`'s decision on the command: refused (the message), or
+/// allowed, with any limits of its rule put on the run (they only
+/// tighten) and recorded with its start.
+fn decide_by_policy(
+    policy: &run_policy::RunPolicy,
+    args: &RunArgs,
+    spec: &mut cordon_jail::Spec,
+    hooks: &mut RunHooks,
+) -> Result<(), String> {
+    match policy.exec(&args.command) {
+        run_policy::Verdict::Refused { message, .. } => Err(message),
+        run_policy::Verdict::Allowed {
+            rule,
+            limits: Some(limits),
+        } => {
+            run_policy::tighten(&limits, &mut spec.limits);
+            let in_force = limits_in_force(&spec.limits);
+            if let Some(plan) = hooks.audit_plan.as_mut() {
+                plan.started.enforcement["policy_limits"] =
+                    serde_json::json!({"rule": rule, "in_force": in_force});
             }
-            for path in &t.created {
+            if !args.quiet {
                 eprintln!(
-                    "cordon: warning: the run created {}, which git or an editor on the host acts on without asking; review it before running git there",
-                    path.display()
+                    "cordon: policy rule {rule} allows this with limits; in force: {}",
+                    limits_in_words(&spec.limits)
                 );
             }
+            Ok(())
         }
-        if let Some(s) = &stage_report {
-            eprintln!("{}", s.lines());
+        run_policy::Verdict::Allowed { limits: None, .. } => Ok(()),
+    }
+}
+
+/// The sandbox could not be built or run: staged changes are dropped, a
+/// run recorded as started is recorded as failed, and the error says why.
+fn not_run(
+    e: cordon_jail::JailError,
+    staging: Option<stage_cmd::Staging>,
+    mut hooks: RunHooks,
+) -> anyhow::Error {
+    if let Some(s) = staging {
+        s.abandon();
+    }
+    if let Some(session) = hooks.audit.take() {
+        if let Err(recording) = session.failed(&e.to_string()) {
+            return recording;
         }
-        if let Some(line) = incident_summary(&incidents, &outcome) {
-            eprintln!("{line}");
+    }
+    if let Some(why) = hooks.stage_watch.and_then(|w| w.tripped) {
+        return anyhow::anyhow!("the run was stopped and its staged changes discarded: {why}");
+    }
+    anyhow::anyhow!("cannot build the sandbox: {e}")
+}
+
+/// Record how the run ended (with the policy's decisions on its
+/// connections) in the audit store; returns the run's incidents.
+fn record_the_end(
+    hooks: &mut RunHooks,
+    outcome: &Outcome,
+    egress: &[cordon_egress::EgressEvent],
+    sink: &audit_bridge::TeeSink,
+) -> anyhow::Result<Vec<cordon_audit::Incident>> {
+    let Some(mut session) = hooks.audit.take() else {
+        return Ok(audit_bridge::incidents(outcome, egress));
+    };
+    if let Some(policy) = &hooks.policy {
+        for (at, record) in policy.take_records() {
+            session.record(at, record).map_err(|e| anyhow::anyhow!(e))?;
         }
-        if outcome.breaches.output_truncated {
+    }
+    session.finish(outcome, egress, &sink.excerpts)
+}
+
+/// Write `--report`: no real secret value can be in it, and the redactor
+/// (which knows them) makes sure of it.
+fn write_report(
+    path: &std::path::Path,
+    report: &Report<'_>,
+    redactor: &cordon_scan::Redactor,
+) -> anyhow::Result<()> {
+    let mut value = serde_json::to_value(report)?;
+    redact_strings(&mut value, redactor);
+    let text = serde_json::to_string_pretty(&value)?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("cannot write the report to {}", path.display()))
+}
+
+/// What the caller should know of the run's end on stderr: layers not
+/// enforced, why it ended, host-tool files, staged changes, incidents,
+/// output dropped.
+fn tell_the_end(
+    outcome: &Outcome,
+    spec: &cordon_jail::Spec,
+    host_tools: Option<&cordon_plan::HostTools>,
+    stage_report: Option<&stage_cmd::StageReport>,
+    incidents: &[cordon_audit::Incident],
+) {
+    for layer in outcome.enforcement.degraded() {
+        eprintln!(
+            "cordon: warning: {} not enforced: {}",
+            layer.layer, layer.detail
+        );
+    }
+    let notable = !matches!(outcome.reason, EndReason::Exited | EndReason::Signal);
+    if let (true, Some(msg)) = (
+        notable || outcome.breaches.output_truncated,
+        &outcome.message,
+    ) {
+        eprintln!("cordon: {msg}");
+    }
+    if let Some(t) = host_tools {
+        for note in &t.unprotected {
+            eprintln!("cordon: warning: host tools not protected: {note}");
+        }
+        for path in &t.created {
             eprintln!(
-                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream)",
-                outcome.stdout.dropped,
-                outcome.stderr.dropped,
-                spec.limits.output.unwrap_or(0)
+                "cordon: warning: the run created {}, which git or an editor on the host acts on without asking; review it before running git there",
+                path.display()
             );
         }
     }
-    Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
+    if let Some(s) = stage_report {
+        eprintln!("{}", s.lines());
+    }
+    if let Some(line) = incident_summary(incidents, outcome) {
+        eprintln!("{line}");
+    }
+    if outcome.breaches.output_truncated {
+        eprintln!(
+            "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream)",
+            outcome.stdout.dropped,
+            outcome.stderr.dropped,
+            spec.limits.output.unwrap_or(0)
+        );
+    }
 }
 
 /// The scanner refused the run: record it (start, the refusal, the end),
