@@ -1292,6 +1292,22 @@ async fn exchange(
     applicable: &Applicable,
     watch: &mut Option<Box<dyn PlainHttpWatch>>,
 ) -> Result<(u16, bool, bool), ExchangeError> {
+    send_request(shared, client, up, req, att, applicable, watch).await?;
+    let resp = response_head(shared, client, up, req, att, applicable).await?;
+    relay_response(shared, client, up, req, resp, att, applicable).await
+}
+
+/// Send the request upstream: its head, then its body as the client
+/// sends it (by length or chunked), counted against the byte cap.
+async fn send_request(
+    shared: &Shared,
+    client: &mut BufStream,
+    up: &mut Upstream,
+    req: &RequestHead,
+    att: &Attempt,
+    applicable: &Applicable,
+    watch: &mut Option<Box<dyn PlainHttpWatch>>,
+) -> Result<(), ExchangeError> {
     let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
     // The cap counts the head as the sandbox sent it, whole or not at all.
     let (granted, cut) = grant(shared, att, applicable, req.head_len);
@@ -1359,10 +1375,23 @@ async fn exchange(
             body_left -= n as u64;
         }
     }
-    // The response, skipping interim 1xx heads (forwarded as they come).
+    Ok(())
+}
+
+/// The upstream's response head; interim 1xx heads are forwarded to an
+/// HTTP/1.1 client as they come and skipped for an HTTP/1.0 one.
+async fn response_head(
+    shared: &Shared,
+    client: &mut BufStream,
+    up: &mut Upstream,
+    req: &RequestHead,
+    att: &Attempt,
+    applicable: &Applicable,
+) -> Result<ResponseHead, ExchangeError> {
+    let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
     let head_request = req.method == "HEAD";
     let mut interim_sent = false;
-    let resp: ResponseHead = loop {
+    loop {
         let parsed = loop {
             match parse_response_head(up.conn.data(), head_request) {
                 Ok(Some(r)) => break r,
@@ -1405,9 +1434,23 @@ async fn exchange(
             interim_sent = true;
             continue;
         }
-        break parsed;
-    };
-    let mut resp = resp;
+        return Ok(parsed);
+    }
+}
+
+/// Relay the response to the client, counted against the byte cap:
+/// de-chunked for an HTTP/1.0 client, which is then told the connection
+/// closes. Returns the status and whether the client's and the
+/// upstream's connections may be kept.
+async fn relay_response(
+    shared: &Shared,
+    client: &mut BufStream,
+    up: &mut Upstream,
+    req: &RequestHead,
+    mut resp: ResponseHead,
+    att: &Attempt,
+    applicable: &Applicable,
+) -> Result<(u16, bool, bool), ExchangeError> {
     // An HTTP/1.0 client cannot read chunked framing: it gets the data,
     // delimited by the close.
     let dechunk = resp.body == BodyKind::Chunked && req.minor_version == 0;
