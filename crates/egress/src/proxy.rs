@@ -1292,235 +1292,276 @@ async fn exchange(
     applicable: &Applicable,
     watch: &mut Option<Box<dyn PlainHttpWatch>>,
 ) -> Result<(u16, bool, bool), ExchangeError> {
-    send_request(shared, client, up, req, att, applicable, watch).await?;
-    let resp = response_head(shared, client, up, req, att, applicable).await?;
-    relay_response(shared, client, up, req, resp, att, applicable).await
+    let mut x = Exchange {
+        shared,
+        client,
+        up,
+        req,
+        att,
+        applicable,
+    };
+    x.send_request(watch).await?;
+    let resp = x.response_head().await?;
+    x.relay_response(resp).await
 }
 
-/// Send the request upstream: its head, then its body as the client
-/// sends it (by length or chunked), counted against the byte cap.
-async fn send_request(
-    shared: &Shared,
-    client: &mut BufStream,
-    up: &mut Upstream,
-    req: &RequestHead,
-    att: &Attempt,
-    applicable: &Applicable,
-    watch: &mut Option<Box<dyn PlainHttpWatch>>,
-) -> Result<(), ExchangeError> {
-    let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
-    // The cap counts the head as the sandbox sent it, whole or not at all.
-    let (granted, cut) = grant(shared, att, applicable, req.head_len);
-    if cut {
-        shared.limiter.refund(granted);
-        return Err(before("limit"));
+/// One request and its response on a plain-HTTP connection, every byte
+/// counted against the sandbox's limits.
+struct Exchange<'a> {
+    shared: &'a Shared,
+    client: &'a mut BufStream,
+    up: &'a mut Upstream,
+    req: &'a RequestHead,
+    att: &'a Attempt,
+    applicable: &'a Applicable,
+}
+
+impl Exchange<'_> {
+    /// [`grant`], for this exchange's bytes.
+    fn grant(&self, n: usize) -> (usize, bool) {
+        grant(self.shared, self.att, self.applicable, n)
     }
-    let mut out = Vec::with_capacity(512);
-    req.write_upstream(&mut out);
-    let head_out = out.len();
-    if req.expect_continue {
-        client
-            .s
-            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .await
-            .map_err(|_| before("client went away"))?;
-    }
-    // Send the head and whatever part of the body is already buffered in
-    // one write.
-    let mut body_left = match req.body {
-        BodyKind::Length(n) => n,
-        _ => 0,
-    };
-    let mut scanner = ChunkedScanner::new();
-    let mut chunked_done = req.body != BodyKind::Chunked;
-    let buffered = client.data();
-    let take = match req.body {
-        BodyKind::Length(_) => (buffered.len() as u64).min(body_left) as usize,
-        BodyKind::Chunked => scanner.feed(buffered).map_err(before)?,
-        _ => 0,
-    };
-    out.extend_from_slice(&buffered[..take]);
-    client.consume(take);
-    body_left -= if matches!(req.body, BodyKind::Length(_)) {
-        take as u64
-    } else {
-        0
-    };
-    if req.body == BodyKind::Chunked {
-        chunked_done = scanner.is_done();
-    }
-    att.up(take);
-    send_up(shared, up, &out, head_out, att, applicable, watch).await?;
-    drop(out);
-    // The rest of the request body.
-    while body_left > 0 || !chunked_done {
-        if client.data().is_empty() {
-            match timeout(HANDSHAKE_TIMEOUT, client.fill(crate::stream::READ_CHUNK)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return Err(before("the request body ended early")),
-            }
+
+    /// Send the request upstream: its head, then its body as the client
+    /// sends it (by length or chunked), counted against the byte cap.
+    async fn send_request(
+        &mut self,
+        watch: &mut Option<Box<dyn PlainHttpWatch>>,
+    ) -> Result<(), ExchangeError> {
+        let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
+        // The cap counts the head as the sandbox sent it, whole or not at all.
+        let (granted, cut) = self.grant(self.req.head_len);
+        if cut {
+            self.shared.limiter.refund(granted);
+            return Err(before("limit"));
         }
-        let data = client.data();
-        let n = if chunked_done {
-            (data.len() as u64).min(body_left) as usize
+        let mut out = Vec::with_capacity(512);
+        self.req.write_upstream(&mut out);
+        let head_out = out.len();
+        if self.req.expect_continue {
+            self.client
+                .s
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .map_err(|_| before("client went away"))?;
+        }
+        // Send the head and whatever part of the body is already buffered in
+        // one write.
+        let mut body_left = match self.req.body {
+            BodyKind::Length(n) => n,
+            _ => 0,
+        };
+        let mut scanner = ChunkedScanner::new();
+        let mut chunked_done = self.req.body != BodyKind::Chunked;
+        let buffered = self.client.data();
+        let take = match self.req.body {
+            BodyKind::Length(_) => (buffered.len() as u64).min(body_left) as usize,
+            BodyKind::Chunked => scanner.feed(buffered).map_err(before)?,
+            _ => 0,
+        };
+        out.extend_from_slice(&buffered[..take]);
+        self.client.consume(take);
+        body_left -= if matches!(self.req.body, BodyKind::Length(_)) {
+            take as u64
         } else {
-            let n = scanner.feed(data).map_err(before)?;
+            0
+        };
+        if self.req.body == BodyKind::Chunked {
             chunked_done = scanner.is_done();
-            n
-        };
-        send_up(shared, up, &data[..n], 0, att, applicable, watch).await?;
-        att.up(n);
-        client.consume(n);
-        if body_left > 0 {
-            body_left -= n as u64;
         }
-    }
-    Ok(())
-}
-
-/// The upstream's response head; interim 1xx heads are forwarded to an
-/// HTTP/1.1 client as they come and skipped for an HTTP/1.0 one.
-async fn response_head(
-    shared: &Shared,
-    client: &mut BufStream,
-    up: &mut Upstream,
-    req: &RequestHead,
-    att: &Attempt,
-    applicable: &Applicable,
-) -> Result<ResponseHead, ExchangeError> {
-    let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
-    let head_request = req.method == "HEAD";
-    let mut interim_sent = false;
-    loop {
-        let parsed = loop {
-            match parse_response_head(up.conn.data(), head_request) {
-                Ok(Some(r)) => break r,
-                Ok(None) => {}
-                Err(e) => return Err(before(&e)),
-            }
-            match timeout(RESPONSE_TIMEOUT, up.conn.fill(MAX_HEAD + 1)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                Ok(_) if up.conn.data().is_empty() && !interim_sent => {
-                    return Err(ExchangeError::IdleClosed)
+        self.att.up(take);
+        send_up(
+            self.shared,
+            self.up,
+            &out,
+            head_out,
+            self.att,
+            self.applicable,
+            watch,
+        )
+        .await?;
+        drop(out);
+        // The rest of the request body.
+        while body_left > 0 || !chunked_done {
+            if self.client.data().is_empty() {
+                match timeout(
+                    HANDSHAKE_TIMEOUT,
+                    self.client.fill(crate::stream::READ_CHUNK),
+                )
+                .await
+                {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => return Err(before("the request body ended early")),
                 }
-                Ok(_) => return Err(before("upstream closed the connection mid-response")),
-                Err(_) => return Err(before("upstream did not answer in time")),
             }
-        };
-        up.conn.consume(parsed.head_len);
-        if (100..200).contains(&parsed.status) {
-            if parsed.status == 101 {
-                return Err(before(
-                    "upstream switched protocols, which the proxy does not relay",
-                ));
+            let data = self.client.data();
+            let n = if chunked_done {
+                (data.len() as u64).min(body_left) as usize
+            } else {
+                let n = scanner.feed(data).map_err(before)?;
+                chunked_done = scanner.is_done();
+                n
+            };
+            send_up(
+                self.shared,
+                self.up,
+                &data[..n],
+                0,
+                self.att,
+                self.applicable,
+                watch,
+            )
+            .await?;
+            self.att.up(n);
+            self.client.consume(n);
+            if body_left > 0 {
+                body_left -= n as u64;
             }
-            if req.minor_version == 0 {
-                // An HTTP/1.0 client gets no interim responses (RFC 9110
-                // section 15.2).
+        }
+        Ok(())
+    }
+
+    /// The upstream's response head; interim 1xx heads are forwarded to an
+    /// HTTP/1.1 client as they come and skipped for an HTTP/1.0 one.
+    async fn response_head(&mut self) -> Result<ResponseHead, ExchangeError> {
+        let before = |m: &str| ExchangeError::BeforeResponse(m.to_string());
+        let head_request = self.req.method == "HEAD";
+        let mut interim_sent = false;
+        loop {
+            let parsed = loop {
+                match parse_response_head(self.up.conn.data(), head_request) {
+                    Ok(Some(r)) => break r,
+                    Ok(None) => {}
+                    Err(e) => return Err(before(&e)),
+                }
+                match timeout(RESPONSE_TIMEOUT, self.up.conn.fill(MAX_HEAD + 1)).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    Ok(_) if self.up.conn.data().is_empty() && !interim_sent => {
+                        return Err(ExchangeError::IdleClosed)
+                    }
+                    Ok(_) => return Err(before("upstream closed the connection mid-response")),
+                    Err(_) => return Err(before("upstream did not answer in time")),
+                }
+            };
+            self.up.conn.consume(parsed.head_len);
+            if (100..200).contains(&parsed.status) {
+                if parsed.status == 101 {
+                    return Err(before(
+                        "upstream switched protocols, which the proxy does not relay",
+                    ));
+                }
+                if self.req.minor_version == 0 {
+                    // An HTTP/1.0 client gets no interim responses (RFC 9110
+                    // section 15.2).
+                    continue;
+                }
+                let mut interim = Vec::new();
+                parsed.write_client(&mut interim, false, self.req.minor_version);
+                let (granted, cut) = self.grant(interim.len());
+                self.client
+                    .s
+                    .write_all(&interim[..granted])
+                    .await
+                    .map_err(|_| ExchangeError::AfterResponse)?;
+                self.att.down(granted);
+                if cut {
+                    return Err(ExchangeError::AfterResponse);
+                }
+                interim_sent = true;
                 continue;
             }
-            let mut interim = Vec::new();
-            parsed.write_client(&mut interim, false, req.minor_version);
-            let (granted, cut) = grant(shared, att, applicable, interim.len());
-            client
-                .s
-                .write_all(&interim[..granted])
-                .await
-                .map_err(|_| ExchangeError::AfterResponse)?;
-            att.down(granted);
-            if cut {
-                return Err(ExchangeError::AfterResponse);
-            }
-            interim_sent = true;
-            continue;
+            return Ok(parsed);
         }
-        return Ok(parsed);
     }
-}
 
-/// Relay the response to the client, counted against the byte cap:
-/// de-chunked for an HTTP/1.0 client, which is then told the connection
-/// closes. Returns the status and whether the client's and the
-/// upstream's connections may be kept.
-async fn relay_response(
-    shared: &Shared,
-    client: &mut BufStream,
-    up: &mut Upstream,
-    req: &RequestHead,
-    mut resp: ResponseHead,
-    att: &Attempt,
-    applicable: &Applicable,
-) -> Result<(u16, bool, bool), ExchangeError> {
-    // An HTTP/1.0 client cannot read chunked framing: it gets the data,
-    // delimited by the close.
-    let dechunk = resp.body == BodyKind::Chunked && req.minor_version == 0;
-    if dechunk {
-        resp.headers
-            .retain(|(n, _)| !n.eq_ignore_ascii_case("transfer-encoding"));
-    }
-    let until_close = resp.body == BodyKind::UntilClose;
-    let keep_client = req.keep_alive && !until_close && !dechunk;
-    let mut out = Vec::with_capacity(512);
-    resp.write_client(&mut out, !keep_client, req.minor_version);
-    let mut left = match resp.body {
-        BodyKind::Length(n) => n,
-        _ => 0,
-    };
-    let mut scanner = ChunkedScanner::new();
-    let mut done = match resp.body {
-        BodyKind::None => true,
-        BodyKind::Length(_) | BodyKind::Chunked | BodyKind::UntilClose => false,
-    };
-    let after = |_| ExchangeError::AfterResponse;
-    loop {
-        let data = up.conn.data();
-        let n = match resp.body {
-            BodyKind::Length(_) => (data.len() as u64).min(left) as usize,
-            BodyKind::Chunked if dechunk => {
-                let n = scanner
-                    .decode(data, &mut out)
-                    .map_err(|_| ExchangeError::AfterResponse)?;
-                done = scanner.is_done();
-                n
-            }
-            BodyKind::Chunked => {
-                let n = scanner
-                    .feed(data)
-                    .map_err(|_| ExchangeError::AfterResponse)?;
-                done = scanner.is_done();
-                n
-            }
-            BodyKind::UntilClose => data.len(),
-            BodyKind::None => 0,
+    /// Relay the response to the client, counted against the byte cap:
+    /// de-chunked for an HTTP/1.0 client, which is then told the connection
+    /// closes. Returns the status and whether the client's and the
+    /// upstream's connections may be kept.
+    async fn relay_response(
+        &mut self,
+        mut resp: ResponseHead,
+    ) -> Result<(u16, bool, bool), ExchangeError> {
+        // An HTTP/1.0 client cannot read chunked framing: it gets the data,
+        // delimited by the close.
+        let dechunk = resp.body == BodyKind::Chunked && self.req.minor_version == 0;
+        if dechunk {
+            resp.headers
+                .retain(|(n, _)| !n.eq_ignore_ascii_case("transfer-encoding"));
+        }
+        let until_close = resp.body == BodyKind::UntilClose;
+        let keep_client = self.req.keep_alive && !until_close && !dechunk;
+        let mut out = Vec::with_capacity(512);
+        resp.write_client(&mut out, !keep_client, self.req.minor_version);
+        let mut left = match resp.body {
+            BodyKind::Length(n) => n,
+            _ => 0,
         };
-        if !dechunk {
-            out.extend_from_slice(&data[..n]);
-        }
-        up.conn.consume(n);
-        if let BodyKind::Length(_) = resp.body {
-            left -= n as u64;
-            done = left == 0;
-        }
-        if !out.is_empty() {
-            let (granted, cut) = grant(shared, att, applicable, out.len());
-            client.s.write_all(&out[..granted]).await.map_err(after)?;
-            att.down(granted);
-            out.clear();
-            if cut {
-                return Err(ExchangeError::AfterResponse);
+        let mut scanner = ChunkedScanner::new();
+        let mut done = match resp.body {
+            BodyKind::None => true,
+            BodyKind::Length(_) | BodyKind::Chunked | BodyKind::UntilClose => false,
+        };
+        let after = |_| ExchangeError::AfterResponse;
+        loop {
+            let data = self.up.conn.data();
+            let n = match resp.body {
+                BodyKind::Length(_) => (data.len() as u64).min(left) as usize,
+                BodyKind::Chunked if dechunk => {
+                    let n = scanner
+                        .decode(data, &mut out)
+                        .map_err(|_| ExchangeError::AfterResponse)?;
+                    done = scanner.is_done();
+                    n
+                }
+                BodyKind::Chunked => {
+                    let n = scanner
+                        .feed(data)
+                        .map_err(|_| ExchangeError::AfterResponse)?;
+                    done = scanner.is_done();
+                    n
+                }
+                BodyKind::UntilClose => data.len(),
+                BodyKind::None => 0,
+            };
+            if !dechunk {
+                out.extend_from_slice(&data[..n]);
+            }
+            self.up.conn.consume(n);
+            if let BodyKind::Length(_) = resp.body {
+                left -= n as u64;
+                done = left == 0;
+            }
+            if !out.is_empty() {
+                let (granted, cut) = self.grant(out.len());
+                self.client
+                    .s
+                    .write_all(&out[..granted])
+                    .await
+                    .map_err(after)?;
+                self.att.down(granted);
+                out.clear();
+                if cut {
+                    return Err(ExchangeError::AfterResponse);
+                }
+            }
+            if done {
+                break;
+            }
+            match timeout(
+                RESPONSE_TIMEOUT,
+                self.up.conn.fill(crate::stream::READ_CHUNK),
+            )
+            .await
+            {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(Ok(_)) if until_close => break,
+                _ => return Err(ExchangeError::AfterResponse),
             }
         }
-        if done {
-            break;
-        }
-        match timeout(RESPONSE_TIMEOUT, up.conn.fill(crate::stream::READ_CHUNK)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(Ok(_)) if until_close => break,
-            _ => return Err(ExchangeError::AfterResponse),
-        }
+        let keep_upstream = resp.reusable && self.up.conn.data().is_empty();
+        Ok((resp.status, keep_client, keep_upstream))
     }
-    let keep_upstream = resp.reusable && up.conn.data().is_empty();
-    Ok((resp.status, keep_client, keep_upstream))
 }
 
 /// After the rules allowed a tunnel: limits, resolution, connection.
