@@ -1055,33 +1055,8 @@ async fn plain_request(
     };
     att.target(&host, port);
     att.ev.path = Some(redact_url(&path));
-    let cfg = &shared.cfg.cfg;
     let dest = fmt_dest(&host, port);
-    if cfg.https_only {
-        let r = Refusal {
-            rule: "https-only".into(),
-            status: 403,
-            socks_reply: SOCKS_NOT_ALLOWED,
-            message: format!(
-                "cordon: plain HTTP to {dest} refused: this sandbox may only use HTTPS. Use https://{host}/ (an operator can turn off network.https_only)."
-            ),
-            retry_after: None,
-        };
-        refuse_http(&mut client.s, &mut att, r).await;
-        return false;
-    }
-    if !cfg.methods.is_empty() && !cfg.methods.contains(&req.method) {
-        let r = Refusal {
-            rule: format!("method {}", req.method),
-            status: 403,
-            socks_reply: SOCKS_NOT_ALLOWED,
-            message: format!(
-                "cordon: {} to {dest} refused: only these HTTP methods are allowed: {}. An operator can change network.methods.",
-                req.method,
-                cfg.methods.join(", ")
-            ),
-            retry_after: None,
-        };
+    if let Some(r) = plain_http_refusal(&shared.cfg.cfg, &req.method, &host, &dest) {
         refuse_http(&mut client.s, &mut att, r).await;
         return false;
     }
@@ -1175,35 +1150,10 @@ async fn plain_request(
         }
         Err(ExchangeError::BeforeResponse(msg)) => {
             *upstream = None;
-            if att.meter.hit() == 0 {
-                att.ev.status = Some(502);
-                let n = answer(
-                    &mut client.s,
-                    502,
-                    &format!("cordon: the request to {dest} failed: {msg}."),
-                    None,
-                )
-                .await;
-                att.down(n);
-            } else {
-                let r = shared.limit_refusal(
-                    &host,
-                    port,
-                    if att.meter.hit() == HIT_CAP {
-                        LimitHit::Cap {
-                            max: cfg.max_bytes.unwrap_or(0),
-                        }
-                    } else {
-                        LimitHit::Rate {
-                            rule: host.clone(),
-                            retry_after: Duration::from_secs(1),
-                        }
-                    },
-                );
-                att.ev.status = Some(429);
-                let n = answer(&mut client.s, 429, &r.message, None).await;
-                att.down(n);
-            }
+            let (status, message) = failure_before_response(shared, &att, &host, port, &msg);
+            att.ev.status = Some(status);
+            let n = answer(&mut client.s, status, &message, None).await;
+            att.down(n);
             false
         }
         Err(ExchangeError::AfterResponse) | Err(ExchangeError::IdleClosed) => {
@@ -1211,6 +1161,61 @@ async fn plain_request(
             false
         }
     }
+}
+
+/// A plain-HTTP request the sandbox's settings refuse before any rule is
+/// asked: any plain HTTP under `https_only`, a method not listed.
+fn plain_http_refusal(cfg: &EgressConfig, method: &str, host: &str, dest: &str) -> Option<Refusal> {
+    if cfg.https_only {
+        return Some(Refusal {
+            rule: "https-only".into(),
+            status: 403,
+            socks_reply: SOCKS_NOT_ALLOWED,
+            message: format!(
+                "cordon: plain HTTP to {dest} refused: this sandbox may only use HTTPS. Use https://{host}/ (an operator can turn off network.https_only)."
+            ),
+            retry_after: None,
+        });
+    }
+    if !cfg.methods.is_empty() && !cfg.methods.iter().any(|m| m == method) {
+        return Some(Refusal {
+            rule: format!("method {method}"),
+            status: 403,
+            socks_reply: SOCKS_NOT_ALLOWED,
+            message: format!(
+                "cordon: {method} to {dest} refused: only these HTTP methods are allowed: {}. An operator can change network.methods.",
+                cfg.methods.join(", ")
+            ),
+            retry_after: None,
+        });
+    }
+    None
+}
+
+/// The status and message for a request that failed before any of its
+/// response reached the client: 429 when a limit cut it (the byte cap or
+/// the request rate), 502 otherwise.
+fn failure_before_response(
+    shared: &Shared,
+    att: &Attempt,
+    host: &str,
+    port: u16,
+    why: &str,
+) -> (u16, String) {
+    let hit = match att.meter.hit() {
+        0 => {
+            let dest = fmt_dest(host, port);
+            return (502, format!("cordon: the request to {dest} failed: {why}."));
+        }
+        HIT_CAP => LimitHit::Cap {
+            max: shared.cfg.cfg.max_bytes.unwrap_or(0),
+        },
+        _ => LimitHit::Rate {
+            rule: host.to_owned(),
+            retry_after: Duration::from_secs(1),
+        },
+    };
+    (429, shared.limit_refusal(host, port, hit).message)
 }
 
 enum ExchangeError {
