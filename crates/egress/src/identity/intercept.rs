@@ -19,7 +19,7 @@ use super::Inner;
 use crate::event::{redact_url, Decision, EgressEvent, Protocol};
 use crate::http1::{
     parse_origin_request_head, parse_response_head, BodyKind, ChunkedScanner, RequestError,
-    RequestHead, Target, MAX_HEAD,
+    RequestHead, ResponseHead, Target, MAX_HEAD,
 };
 use crate::proxy::{status_text, EventWriter, InterceptedTunnel};
 use crate::stream::{BufStream, READ_CHUNK};
@@ -667,12 +667,64 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let head_request = req.method == "HEAD";
-    let mut interim_sent = false;
     // Every byte from the origin is scrubbed: status lines (reason phrase
     // too), interim and final heads, bodies; trailers are never passed on.
     let scrub = Scrub::new(&tun.inner.scrub);
-    let resp = loop {
+    let mut resp = final_head(&scrub, c, u, req, rec, outcome).await?;
+    if resp.body != BodyKind::None {
+        if let Some(coding) = content_coding(&resp.headers) {
+            return Err(Fail::Encoded(coding));
+        }
+    }
+    let whole = scrub_whole_body(&scrub, u, &mut resp, outcome);
+    let out_framing = reframe(&mut resp, req, &scrub, whole.is_some());
+    // The origin connection cannot be replaced inside a tunnel (it is the
+    // one pinned address): when it cannot carry another request, neither
+    // can the tunnel.
+    let keep = req.keep_alive && resp.reusable && out_framing != Framing::Close;
+    let mut out = Vec::with_capacity(READ_CHUNK + 1024);
+    let mut raw = Vec::with_capacity(1024);
+    resp.write_client(&mut raw, !keep, req.minor_version);
+    scrub.replace_all(&raw, &mut out, outcome);
+    raw.zeroize();
+    for (_, v) in resp.headers.iter_mut() {
+        v.zeroize();
+    }
+    let read_whole = whole.is_some();
+    if let Some(body) = whole {
+        out.extend_from_slice(&body);
+    }
+    let input = match resp.body {
+        BodyKind::None => None,
+        BodyKind::Length(_) if read_whole => None,
+        BodyKind::Length(n) => Some(BodyIn::Len(n)),
+        BodyKind::Chunked => Some(BodyIn::Decode(ChunkedScanner::new())),
+        BodyKind::UntilClose => Some(BodyIn::UntilClose),
+    };
+    let chunked = out_framing == Framing::Chunked;
+    relay_body(&scrub, c, u, input, chunked, out, rec, outcome).await?;
+    c.s.flush().await.map_err(|_| Fail::After)?;
+    let keep = keep && u.data().is_empty();
+    Ok((resp.status, keep))
+}
+
+/// The origin's final response head: interim 1xx heads are scrubbed and
+/// passed on to an HTTP/1.1 client, skipped for an HTTP/1.0 one.
+async fn final_head<C, U>(
+    scrub: &Scrub<'_>,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    req: &RequestHead,
+    rec: &mut Record<'_>,
+    outcome: &mut Outcome,
+) -> Result<ResponseHead, Fail>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let head_request = req.method == "HEAD";
+    let mut interim_sent = false;
+    loop {
         let parsed = loop {
             match parse_response_head(u.data(), head_request) {
                 Ok(Some(r)) => break r,
@@ -712,47 +764,59 @@ where
             interim_sent = true;
             continue;
         }
-        break parsed;
+        return Ok(parsed);
+    }
+}
+
+/// Values that come back from the origin go back to their placeholders,
+/// in headers and in the body. A Content-Length body already read whole
+/// with the head (no waiting for it), where scrubbing can change its
+/// length, is scrubbed here at once and keeps an exact Content-Length.
+fn scrub_whole_body<U>(
+    scrub: &Scrub<'_>,
+    u: &mut BufStream<U>,
+    resp: &mut ResponseHead,
+    outcome: &mut Outcome,
+) -> Option<Vec<u8>>
+where
+    U: AsyncRead + Unpin,
+{
+    let BodyKind::Length(n) = resp.body else {
+        return None;
     };
-    let mut resp = resp;
-    if resp.body != BodyKind::None {
-        if let Some(coding) = content_coding(&resp.headers) {
-            return Err(Fail::Encoded(coding));
+    if !scrub.changes_length() || (u.data().len() as u64) < n {
+        return None;
+    }
+    let n = n as usize;
+    let mut body = Vec::with_capacity(n + 64);
+    scrub.replace_all(&u.data()[..n], &mut body, outcome);
+    u.consume(n);
+    for (name, v) in resp.headers.iter_mut() {
+        if name.eq_ignore_ascii_case("content-length") {
+            *v = body.len().to_string().into_bytes();
         }
     }
-    // Values that come back from the origin go back to their placeholders,
-    // in headers and in the body. When that can change the body's length,
-    // a Content-Length body is re-framed: chunked for HTTP/1.1 clients,
-    // delimited by closing for HTTP/1.0 ones. A chunked body is decoded
-    // and chunked again (so a value split by the origin's chunks is found).
-    // A Content-Length body already read whole with the head (no waiting
-    // for it) is scrubbed at once and keeps an exact Content-Length.
-    let mut whole: Option<Vec<u8>> = None;
-    if let BodyKind::Length(n) = resp.body {
-        if scrub.changes_length() && u.data().len() as u64 >= n {
-            let n = n as usize;
-            let mut body = Vec::with_capacity(n + 64);
-            scrub.replace_all(&u.data()[..n], &mut body, outcome);
-            u.consume(n);
-            for (name, v) in resp.headers.iter_mut() {
-                if name.eq_ignore_ascii_case("content-length") {
-                    *v = body.len().to_string().into_bytes();
-                }
-            }
-            whole = Some(body);
-        }
-    }
+    Some(body)
+}
+
+/// How the body goes to the client, with the head's framing headers to
+/// match. Where scrubbing can change a body's length, a Content-Length
+/// body not read whole is re-framed: chunked for HTTP/1.1 clients,
+/// delimited by closing for HTTP/1.0 ones. A chunked body is decoded and
+/// chunked again (so a value split by the origin's chunks is found).
+fn reframe(
+    resp: &mut ResponseHead,
+    req: &RequestHead,
+    scrub: &Scrub<'_>,
+    read_whole: bool,
+) -> Framing {
     let out_framing = match resp.body {
         BodyKind::None => Framing::Same,
-        BodyKind::Length(_) if whole.is_some() => Framing::Same,
+        BodyKind::Length(_) if read_whole => Framing::Same,
         BodyKind::Length(_) if !scrub.changes_length() => Framing::Same,
         BodyKind::Length(_) | BodyKind::Chunked if req.minor_version >= 1 => Framing::Chunked,
         BodyKind::Length(_) | BodyKind::Chunked | BodyKind::UntilClose => Framing::Close,
     };
-    // The origin connection cannot be replaced inside a tunnel (it is the
-    // one pinned address): when it cannot carry another request, neither
-    // can the tunnel.
-    let keep = req.keep_alive && resp.reusable && out_framing != Framing::Close;
     match (resp.body, out_framing) {
         (BodyKind::Length(_), Framing::Chunked) => {
             resp.headers
@@ -766,26 +830,27 @@ where
         }),
         _ => {}
     }
-    let mut out = Vec::with_capacity(READ_CHUNK + 1024);
-    let mut raw = Vec::with_capacity(1024);
-    resp.write_client(&mut raw, !keep, req.minor_version);
-    scrub.replace_all(&raw, &mut out, outcome);
-    raw.zeroize();
-    for (_, v) in resp.headers.iter_mut() {
-        v.zeroize();
-    }
-    let read_whole = whole.is_some();
-    if let Some(body) = whole {
-        out.extend_from_slice(&body);
-    }
-    let mut input = match resp.body {
-        BodyKind::None => None,
-        BodyKind::Length(_) if read_whole => None,
-        BodyKind::Length(n) => Some(BodyIn::Len(n)),
-        BodyKind::Chunked => Some(BodyIn::Decode(ChunkedScanner::new())),
-        BodyKind::UntilClose => Some(BodyIn::UntilClose),
-    };
-    let chunked = out_framing == Framing::Chunked;
+    out_framing
+}
+
+/// Relay the rest of the body after `out` (the head, and a whole body
+/// already scrubbed), scrubbed as a stream so that a value split across
+/// reads is still found, and framed for the client.
+#[allow(clippy::too_many_arguments)]
+async fn relay_body<C, U>(
+    scrub: &Scrub<'_>,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    mut input: Option<BodyIn>,
+    chunked: bool,
+    mut out: Vec<u8>,
+    rec: &mut Record<'_>,
+    outcome: &mut Outcome,
+) -> Result<(), Fail>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
     let mut carry: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::new());
     let mut piece: Zeroizing<Vec<u8>> = Zeroizing::new(Vec::with_capacity(READ_CHUNK));
     let mut sub = Vec::with_capacity(READ_CHUNK + 64);
@@ -821,9 +886,7 @@ where
             _ => return Err(Fail::After),
         }
     }
-    c.s.flush().await.map_err(|_| Fail::After)?;
-    let keep = keep && u.data().is_empty();
-    Ok((resp.status, keep))
+    Ok(())
 }
 
 /// How a response body is framed toward the sandbox.
