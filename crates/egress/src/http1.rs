@@ -185,91 +185,20 @@ fn parse_head(
     };
     let default_port = if origin.is_some() { 443 } else { 80 };
 
-    let mut headers = Vec::with_capacity(req.headers.len());
-    let mut host_hdr: Option<&[u8]> = None;
-    let mut host_count = 0;
-    let mut content_length: Option<u64> = None;
-    let mut te_count = 0;
-    let mut chunked = false;
-    let mut connection_tokens: Vec<String> = Vec::new();
-    let mut expect_continue = false;
-    for h in req.headers.iter() {
-        let name = h.name;
-        let value = h.value;
-        if value.contains(&0) {
-            return Err(with_method(bad(400, "NUL byte in a header value")));
-        }
-        if name.eq_ignore_ascii_case("host") {
-            host_count += 1;
-            host_hdr = Some(value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            if content_length.is_some() {
-                return Err(with_method(bad(400, "more than one Content-Length")));
-            }
-            let s = std::str::from_utf8(value)
-                .unwrap_or("")
-                .trim_matches([' ', '\t']);
-            if s.is_empty() || s.len() > 18 || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(with_method(bad(400, "invalid Content-Length")));
-            }
-            content_length = s.parse::<u64>().ok();
-            if content_length.is_none() {
-                return Err(with_method(bad(400, "invalid Content-Length")));
-            }
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            te_count += 1;
-            let s = std::str::from_utf8(value)
-                .unwrap_or("")
-                .trim_matches([' ', '\t']);
-            if !s.eq_ignore_ascii_case("chunked") {
-                return Err(with_method(bad(
-                    501,
-                    "Transfer-Encoding other than a single 'chunked' is not supported",
-                )));
-            }
-            chunked = true;
-        } else if name.eq_ignore_ascii_case("connection")
-            || name.eq_ignore_ascii_case("proxy-connection")
-        {
-            for tok in std::str::from_utf8(value).unwrap_or("").split(',') {
-                let t = tok.trim().to_ascii_lowercase();
-                if !t.is_empty() {
-                    connection_tokens.push(t);
-                }
-            }
-        } else if name.eq_ignore_ascii_case("expect") {
-            if value.eq_ignore_ascii_case(b"100-continue") {
-                expect_continue = true;
-            } else {
-                return Err(with_method(bad(417, "unsupported Expect")));
-            }
-        }
-        if is_hop_by_hop(name) {
-            continue;
-        }
-        headers.push((name.to_string(), value.to_vec()));
-    }
-    if host_count > 1 {
-        return Err(with_method(bad(400, "duplicate Host header")));
-    }
-    if te_count > 1 {
-        return Err(with_method(bad(400, "duplicate Transfer-Encoding header")));
-    }
-    if chunked && content_length.is_some() {
-        return Err(with_method(bad(
-            400,
-            "both Content-Length and Transfer-Encoding (request smuggling shape)",
-        )));
-    }
-    if chunked && minor_version == 0 {
-        return Err(with_method(bad(
-            400,
-            "Transfer-Encoding in an HTTP/1.0 request",
-        )));
-    }
-    if let Some(h) = host_hdr {
+    let facts = read_headers(req.headers).map_err(with_method)?;
+    refuse_ambiguous(&facts, minor_version).map_err(with_method)?;
+    if let Some(h) = facts.host {
         check_host_header(h, &target, default_port).map_err(with_method)?;
     }
+    let HeaderFacts {
+        mut headers,
+        host_count,
+        content_length,
+        chunked,
+        connection_tokens,
+        expect_continue,
+        ..
+    } = facts;
     // Drop headers that Connection names as hop-by-hop.
     if !connection_tokens.is_empty() {
         headers.retain(|(n, _)| {
@@ -304,6 +233,121 @@ fn parse_head(
         has_host: host_count == 1,
         head_len,
     }))
+}
+
+/// What a request's headers say, gathered in one pass.
+struct HeaderFacts<'b> {
+    /// The headers passed on (the hop-by-hop ones left out).
+    headers: Vec<(String, Vec<u8>)>,
+    /// The last Host header, and how many there were.
+    host: Option<&'b [u8]>,
+    host_count: usize,
+    content_length: Option<u64>,
+    /// How many Transfer-Encoding headers, and whether one said chunked.
+    te_count: usize,
+    chunked: bool,
+    /// The tokens of Connection and Proxy-Connection, lowercased.
+    connection_tokens: Vec<String>,
+    expect_continue: bool,
+}
+
+/// Read the headers in one pass, refusing at the first a NUL in a value,
+/// a second or invalid Content-Length, a coding other than a single
+/// `chunked`, or an Expect other than `100-continue`.
+fn read_headers<'b>(list: &[httparse::Header<'b>]) -> Result<HeaderFacts<'b>, RequestError> {
+    let mut facts = HeaderFacts {
+        headers: Vec::with_capacity(list.len()),
+        host: None,
+        host_count: 0,
+        content_length: None,
+        te_count: 0,
+        chunked: false,
+        connection_tokens: Vec::new(),
+        expect_continue: false,
+    };
+    for h in list {
+        let name = h.name;
+        let value = h.value;
+        if value.contains(&0) {
+            return Err(bad(400, "NUL byte in a header value"));
+        }
+        if name.eq_ignore_ascii_case("host") {
+            facts.host_count += 1;
+            facts.host = Some(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            if facts.content_length.is_some() {
+                return Err(bad(400, "more than one Content-Length"));
+            }
+            facts.content_length = Some(content_length(value)?);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            facts.te_count += 1;
+            let s = std::str::from_utf8(value)
+                .unwrap_or("")
+                .trim_matches([' ', '\t']);
+            if !s.eq_ignore_ascii_case("chunked") {
+                return Err(bad(
+                    501,
+                    "Transfer-Encoding other than a single 'chunked' is not supported",
+                ));
+            }
+            facts.chunked = true;
+        } else if name.eq_ignore_ascii_case("connection")
+            || name.eq_ignore_ascii_case("proxy-connection")
+        {
+            for tok in std::str::from_utf8(value).unwrap_or("").split(',') {
+                let t = tok.trim().to_ascii_lowercase();
+                if !t.is_empty() {
+                    facts.connection_tokens.push(t);
+                }
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            if value.eq_ignore_ascii_case(b"100-continue") {
+                facts.expect_continue = true;
+            } else {
+                return Err(bad(417, "unsupported Expect"));
+            }
+        }
+        if is_hop_by_hop(name) {
+            continue;
+        }
+        facts.headers.push((name.to_string(), value.to_vec()));
+    }
+    Ok(facts)
+}
+
+/// A Content-Length value: digits only (optional blanks around), at most
+/// 18 of them.
+fn content_length(value: &[u8]) -> Result<u64, RequestError> {
+    let s = std::str::from_utf8(value)
+        .unwrap_or("")
+        .trim_matches([' ', '\t']);
+    if s.is_empty() || s.len() > 18 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(400, "invalid Content-Length"));
+    }
+    s.parse::<u64>()
+        .map_err(|_| bad(400, "invalid Content-Length"))
+}
+
+/// Refuse the heads that two parsers could read two ways (the shapes of
+/// request smuggling): two Host or Transfer-Encoding headers, both
+/// Content-Length and Transfer-Encoding, chunked in HTTP/1.0.
+fn refuse_ambiguous(facts: &HeaderFacts<'_>, minor_version: u8) -> Result<(), RequestError> {
+    if facts.host_count > 1 {
+        return Err(bad(400, "duplicate Host header"));
+    }
+    if facts.te_count > 1 {
+        return Err(bad(400, "duplicate Transfer-Encoding header"));
+    }
+    if facts.chunked && facts.content_length.is_some() {
+        return Err(bad(
+            400,
+            "both Content-Length and Transfer-Encoding (request smuggling shape)",
+        ));
+    }
+    if facts.chunked && minor_version == 0 {
+        return Err(bad(400, "Transfer-Encoding in an HTTP/1.0 request"));
+    }
+    Ok(())
 }
 
 fn scan_incomplete(buf: &[u8]) -> Option<RequestError> {
