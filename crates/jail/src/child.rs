@@ -130,6 +130,31 @@ pub(crate) fn enter(ctx: ChildContext<'_>) -> ! {
 
 fn init_main(ctx: &ChildContext<'_>) -> ! {
     let rfd = ctx.fds.report;
+    settle_in(ctx);
+    hand_over_proxy_listener(ctx);
+    let scratch = ctx
+        .plan
+        .map(|plan| build_root(rfd, plan))
+        .unwrap_or_default();
+    // Nothing in the sandbox may read this process's memory, descriptors
+    // or /proc/1/exe (which is the host's cordon binary).
+    if !off(Switch::Dumpable) {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
+
+    if ctx.session {
+        crate::session_init::serve(ctx);
+    }
+    let (workload, set) = start_workload(ctx);
+    reap_until_the_workload_ends(ctx, workload, &set, scratch)
+}
+
+/// Take the sandbox's identity, enter a cgroup namespace (after the
+/// supervisor moved us into the sandbox's groups, so that they become our
+/// root), name the host and bring up loopback.
+fn settle_in(ctx: &ChildContext<'_>) {
+    let rfd = ctx.fds.report;
     if let Err(e) = crate::identity::become_sandbox_user(ctx.drop_groups) {
         fail(
             rfd,
@@ -140,8 +165,6 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             None,
         );
     }
-    // The cgroup namespace is entered only now, after the supervisor moved
-    // us into the sandbox's groups, so that they become our root.
     // SAFETY: unshare with a constant flag; this process is single-threaded.
     if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } == -1 {
         let e = std::io::Error::last_os_error();
@@ -168,9 +191,13 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             None,
         );
     }
+}
+
+/// With the proxy network, listen on the sandbox's loopback and hand the
+/// listener to the supervisor, which serves it from outside.
+fn hand_over_proxy_listener(ctx: &ChildContext<'_>) {
+    let rfd = ctx.fds.report;
     if let (NetworkMode::Proxy, Some(control)) = (ctx.spec.network, ctx.fds.control) {
-        // The proxy's listener lives in this network namespace; the
-        // supervisor serves it from outside.
         let listener = match std::net::TcpListener::bind(("127.0.0.1", ctx.spec.proxy_port)) {
             Ok(l) => l,
             Err(e) => fail(
@@ -194,20 +221,13 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
         }
         drop(listener);
     }
-    let scratch = ctx
-        .plan
-        .map(|plan| build_root(rfd, plan))
-        .unwrap_or_default();
-    // Nothing in the sandbox may read this process's memory, descriptors
-    // or /proc/1/exe (which is the host's cordon binary).
-    if !off(Switch::Dumpable) {
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    }
+}
 
-    if ctx.session {
-        crate::session_init::serve(ctx);
-    }
+/// Fork the workload with the forwarded signals and SIGCHLD blocked (they
+/// are read with `sigwaitinfo`); then give up the report pipe and the
+/// control socket, which only the workload keeps.
+fn start_workload(ctx: &ChildContext<'_>) -> (libc::pid_t, libc::sigset_t) {
+    let rfd = ctx.fds.report;
     let mut wanted: Vec<libc::c_int> = FORWARDED.to_vec();
     wanted.push(libc::SIGCHLD);
     let set = match sys::block_signals(&wanted) {
@@ -239,10 +259,21 @@ fn init_main(ctx: &ChildContext<'_>) -> ! {
             libc::close(control);
         }
     }
+    (workload, set)
+}
 
+/// Forward signals to the workload's process group and reap orphans until
+/// the workload ends; then report its status (and the scratch devices')
+/// and leave, which kills everything else in the namespace.
+fn reap_until_the_workload_ends(
+    ctx: &ChildContext<'_>,
+    workload: libc::pid_t,
+    set: &libc::sigset_t,
+    scratch: ScratchDevices,
+) -> ! {
     loop {
         // SAFETY: `set` is a valid, initialised sigset_t.
-        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        let sig = unsafe { libc::sigwaitinfo(set, std::ptr::null_mut()) };
         if sig == -1 {
             continue;
         }
