@@ -146,6 +146,38 @@ pub(crate) fn record_layers(
     rlimit_pids: bool,
     rlimit_memory: bool,
 ) {
+    record_isolation(e, spec);
+    e.record(
+        Layer::Seccomp,
+        true,
+        format!(
+            "{} BPF instructions; denied syscalls return EPERM; foreign ABIs kill",
+            program.len()
+        ),
+    );
+    record_landlock(e, sup.landlock);
+    e.record(
+        Layer::Capabilities,
+        true,
+        "all dropped (bounding, ambient, inheritable); no_new_privs",
+    );
+    e.record(
+        Layer::Rlimits,
+        true,
+        rlimits_in_force(spec, rlimit_pids, rlimit_memory),
+    );
+    if let Some(w) = spec.limits.wall {
+        e.record(
+            Layer::Deadline,
+            true,
+            format!("{:.3}s wall clock", w.as_secs_f64()),
+        );
+    }
+    record_switched_off(e);
+}
+
+/// The namespaces, or at the process level their absence.
+fn record_isolation(e: &mut Enforcement, spec: &Spec) {
     if spec.isolation.level == IsolationLevel::Namespaces {
         e.record(
             Layer::UserNamespace,
@@ -186,15 +218,11 @@ pub(crate) fn record_layers(
             "Landlock is the filesystem boundary",
         );
     }
-    e.record(
-        Layer::Seccomp,
-        true,
-        format!(
-            "{} BPF instructions; denied syscalls return EPERM; foreign ABIs kill",
-            program.len()
-        ),
-    );
-    match sup.landlock {
+}
+
+/// Landlock's ABI, and whether the kernel has every access right asked.
+fn record_landlock(e: &mut Enforcement, landlock: Option<(u32, bool)>) {
+    match landlock {
         Some((abi, fully)) if abi > 0 => {
             e.landlock_abi = abi;
             e.record(
@@ -216,11 +244,10 @@ pub(crate) fn record_layers(
             "not available on this kernel (accepted by the profile)",
         ),
     }
-    e.record(
-        Layer::Capabilities,
-        true,
-        "all dropped (bounding, ambient, inheritable); no_new_privs",
-    );
+}
+
+/// The rlimits set, named (NPROC and AS stand in for missing cgroups).
+fn rlimits_in_force(spec: &Spec, rlimit_pids: bool, rlimit_memory: bool) -> String {
     let mut rl = vec!["core=1 (no dumps)".to_owned()];
     if spec.limits.cpu.is_some() {
         rl.push("cpu".into());
@@ -244,17 +271,13 @@ pub(crate) fn record_layers(
     if spec.limits.memory.is_some() && rlimit_memory {
         rl.push("as (instead of cgroup memory)".into());
     }
-    e.record(Layer::Rlimits, true, rl.join(", "));
-    if let Some(w) = spec.limits.wall {
-        e.record(
-            Layer::Deadline,
-            true,
-            format!("{:.3}s wall clock", w.as_secs_f64()),
-        );
-    }
-    // Debug builds: what the test switch took away is not enforced. The
-    // `overlay` switch only makes staging fall back to a copy, which keeps
-    // every guarantee: no layer is weaker for it.
+    rl.join(", ")
+}
+
+/// Debug builds: what the test switch took away is not enforced. The
+/// `overlay` switch only makes staging fall back to a copy, which keeps
+/// every guarantee: no layer is weaker for it.
+fn record_switched_off(e: &mut Enforcement) {
     let off: Vec<_> = crate::test_switch::check()
         .unwrap_or_default()
         .into_iter()
