@@ -423,6 +423,16 @@ fn landlock_incidents(o: &Outcome, out: &mut Vec<Incident>) {
 /// Every boundary attempt and limit breach of a run, classified.
 pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
     let mut out = Vec::new();
+    syscall_incidents(o, &mut out);
+    landlock_incidents(o, &mut out);
+    foreign_abi_incident(o, &mut out);
+    egress_incidents(egress, &mut out);
+    limit_incidents(o, &mut out);
+    out
+}
+
+/// Each refused system call, and a count of those not itemized.
+fn syscall_incidents(o: &Outcome, out: &mut Vec<Incident>) {
     for c in &o.denied_calls {
         out.push(Incident {
             kind: IncidentKind::Syscall,
@@ -442,7 +452,10 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
             evidence: json!({"total": o.denied_calls_total}),
         });
     }
-    landlock_incidents(o, &mut out);
+}
+
+/// A workload killed by the filter (a foreign ABI, a forbidden call).
+fn foreign_abi_incident(o: &Outcome, out: &mut Vec<Incident>) {
     if let Some(cordon_jail::WaitStatus::Signaled { signal, .. }) = o.status {
         if signal == libc::SIGSYS {
             out.push(Incident {
@@ -455,6 +468,11 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
             });
         }
     }
+}
+
+/// A secret's placeholder sent where it is not bound, and each denied
+/// connection.
+fn egress_incidents(egress: &[EgressEvent], out: &mut Vec<Incident>) {
     for e in egress.iter().filter(|e| e.secret_leak.is_some()) {
         out.push(Incident {
             kind: IncidentKind::Secret,
@@ -488,6 +506,11 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
             evidence: json!({"method": e.method, "host": e.host, "port": e.port, "rule": e.rule}),
         });
     }
+}
+
+/// Each limit the run reached: memory, processes, the deadline, CPU
+/// time, file size, a full /tmp or /dev/shm, the output cap.
+fn limit_incidents(o: &Outcome, out: &mut Vec<Incident>) {
     let limit = |severity, summary: String, evidence| Incident {
         kind: IncidentKind::Limit,
         severity,
@@ -553,7 +576,6 @@ pub fn incidents(o: &Outcome, egress: &[EgressEvent]) -> Vec<Incident> {
             json!({"stdout_dropped": o.stdout.dropped, "stderr_dropped": o.stderr.dropped}),
         ));
     }
-    out
 }
 
 /// The first bytes of each stream, for the store.
