@@ -131,130 +131,184 @@ pub fn run(args: AuditArgs) -> anyhow::Result<i32> {
     let store = AuditStore::open(&path)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
+    let out = &mut out;
     match args.command {
-        AuditCommand::Tail { n, follow, json } => {
-            let recs = store.tail(n)?;
-            let mut last = recs.last().map_or(0, |r| r.seq);
-            for r in &recs {
-                print_record(&mut out, r, json)?;
-            }
-            out.flush()?;
-            if follow {
-                if recs.is_empty() {
-                    last = store.head()?.seq;
-                }
-                store.follow(last, Duration::from_millis(500), |r| {
-                    print_record(&mut out, r, json).is_ok() && out.flush().is_ok()
-                })?;
-            }
-        }
-        AuditCommand::Show { run_id, json } => {
-            let view = store.show(&run_id)?;
-            if json {
-                let blob = |b: &Option<cordon_audit::Blob>| {
-                    b.as_ref().map(|b| {
-                        serde_json::json!({
-                            "hash": b.hash,
-                            "text": String::from_utf8_lossy(&b.data),
-                        })
-                    })
-                };
-                let doc = serde_json::json!({
-                    "run_id": view.run_id,
-                    "records": view.records,
-                    "code": blob(&view.code),
-                    "profile": blob(&view.profile),
-                });
-                serde_json::to_writer_pretty(&mut out, &doc)?;
-                writeln!(out)?;
-            } else {
-                show_text(&mut out, &view)?;
-            }
-        }
-        AuditCommand::Incidents { since, json } => {
-            let since = match since {
-                Some(s) => Some(cordon_audit::time::parse_duration(&s).with_context(|| {
-                    format!("invalid --since {s:?}: use a span like 90s, 30m, 1h, 2d or 1w")
-                })?),
-                None => None,
-            };
-            let recs = store.incidents(since)?;
-            if recs.is_empty() && !json {
-                writeln!(out, "no incidents")?;
-            }
-            for r in &recs {
-                print_record(&mut out, r, json)?;
-            }
-        }
+        AuditCommand::Tail { n, follow, json } => tail(&store, out, n, follow, json)?,
+        AuditCommand::Show { run_id, json } => show(&store, out, &run_id, json)?,
+        AuditCommand::Incidents { since, json } => incidents(&store, out, since, json)?,
         AuditCommand::Verify { anchor, json } => {
-            let anchor: Option<Head> = match anchor {
-                Some(a) => Some(a.parse()?),
-                None => None,
-            };
-            let report = store.verify_with_anchor(anchor.as_ref())?;
-            if json {
-                serde_json::to_writer_pretty(&mut out, &report)?;
-                writeln!(out)?;
-            } else if report.ok {
-                writeln!(
-                    out,
-                    "ok: {} records and {} blobs verified; head {}{}",
-                    report.records,
-                    report.blobs,
-                    report.head,
-                    if anchor.is_some() {
-                        "; anchor found"
-                    } else {
-                        ""
-                    }
-                )?;
-            }
-            out.flush()?;
-            if !report.ok {
-                if !json {
-                    let mut err = io::stderr().lock();
-                    writeln!(err, "verify FAILED for {}:", path.display())?;
-                    for p in &report.problems {
-                        writeln!(err, "  {p}")?;
-                    }
-                }
+            if !verify(&store, &path, out, anchor, json)? {
                 return Ok(1);
             }
         }
-        AuditCommand::Export { format, output } => {
-            let export = |w: &mut dyn Write| match format {
-                ExportFormat::Jsonl => store.export_jsonl(w),
-                ExportFormat::OtlpJson => store.export_otlp_json(w),
-            };
-            match output {
-                Some(file) => {
-                    let f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .create(true)
-                        .truncate(true)
-                        .mode(0o600)
-                        .open(&file)
-                        .with_context(|| format!("cannot create {}", file.display()))?;
-                    let n = export(&mut io::BufWriter::new(f))?;
-                    eprintln!("exported {n} records to {}", file.display());
-                }
-                None => {
-                    export(&mut out)?;
-                }
-            }
-        }
-        AuditCommand::Head { json } => {
-            let head = store.head()?;
-            if json {
-                serde_json::to_writer(&mut out, &head)?;
-                writeln!(out)?;
-            } else {
-                writeln!(out, "{head}")?;
-            }
-        }
+        AuditCommand::Export { format, output } => export(&store, out, format, output)?,
+        AuditCommand::Head { json } => head(&store, out, json)?,
     }
     out.flush()?;
     Ok(0)
+}
+
+type Out<'a> = io::BufWriter<io::StdoutLock<'a>>;
+
+/// `cordon audit tail`: the last records, then new ones as they come.
+fn tail(
+    store: &AuditStore,
+    out: &mut Out<'_>,
+    n: usize,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let recs = store.tail(n)?;
+    let mut last = recs.last().map_or(0, |r| r.seq);
+    for r in &recs {
+        print_record(out, r, json)?;
+    }
+    out.flush()?;
+    if follow {
+        if recs.is_empty() {
+            last = store.head()?.seq;
+        }
+        store.follow(last, Duration::from_millis(500), |r| {
+            print_record(out, r, json).is_ok() && out.flush().is_ok()
+        })?;
+    }
+    Ok(())
+}
+
+/// `cordon audit show`: one run, with its code and profile.
+fn show(store: &AuditStore, out: &mut Out<'_>, run_id: &str, json: bool) -> anyhow::Result<()> {
+    let view = store.show(run_id)?;
+    if json {
+        let blob = |b: &Option<cordon_audit::Blob>| {
+            b.as_ref().map(|b| {
+                serde_json::json!({
+                    "hash": b.hash,
+                    "text": String::from_utf8_lossy(&b.data),
+                })
+            })
+        };
+        let doc = serde_json::json!({
+            "run_id": view.run_id,
+            "records": view.records,
+            "code": blob(&view.code),
+            "profile": blob(&view.profile),
+        });
+        serde_json::to_writer_pretty(&mut *out, &doc)?;
+        writeln!(out)?;
+    } else {
+        show_text(out, &view)?;
+    }
+    Ok(())
+}
+
+/// `cordon audit incidents`: every incident, or those since a span ago.
+fn incidents(
+    store: &AuditStore,
+    out: &mut Out<'_>,
+    since: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let since = match since {
+        Some(s) => Some(cordon_audit::time::parse_duration(&s).with_context(|| {
+            format!("invalid --since {s:?}: use a span like 90s, 30m, 1h, 2d or 1w")
+        })?),
+        None => None,
+    };
+    let recs = store.incidents(since)?;
+    if recs.is_empty() && !json {
+        writeln!(out, "no incidents")?;
+    }
+    for r in &recs {
+        print_record(out, r, json)?;
+    }
+    Ok(())
+}
+
+/// `cordon audit verify`: the report; false when something is wrong
+/// (named on stderr unless `json`).
+fn verify(
+    store: &AuditStore,
+    path: &std::path::Path,
+    out: &mut Out<'_>,
+    anchor: Option<String>,
+    json: bool,
+) -> anyhow::Result<bool> {
+    let anchor: Option<Head> = match anchor {
+        Some(a) => Some(a.parse()?),
+        None => None,
+    };
+    let report = store.verify_with_anchor(anchor.as_ref())?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else if report.ok {
+        writeln!(
+            out,
+            "ok: {} records and {} blobs verified; head {}{}",
+            report.records,
+            report.blobs,
+            report.head,
+            if anchor.is_some() {
+                "; anchor found"
+            } else {
+                ""
+            }
+        )?;
+    }
+    out.flush()?;
+    if !report.ok {
+        if !json {
+            let mut err = io::stderr().lock();
+            writeln!(err, "verify FAILED for {}:", path.display())?;
+            for p in &report.problems {
+                writeln!(err, "  {p}")?;
+            }
+        }
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// `cordon audit export`: every record, to a file (0600) or stdout.
+fn export(
+    store: &AuditStore,
+    out: &mut Out<'_>,
+    format: ExportFormat,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let export = |w: &mut dyn Write| match format {
+        ExportFormat::Jsonl => store.export_jsonl(w),
+        ExportFormat::OtlpJson => store.export_otlp_json(w),
+    };
+    match output {
+        Some(file) => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&file)
+                .with_context(|| format!("cannot create {}", file.display()))?;
+            let n = export(&mut io::BufWriter::new(f))?;
+            eprintln!("exported {n} records to {}", file.display());
+        }
+        None => {
+            export(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// `cordon audit head`: the store's last record, to anchor elsewhere.
+fn head(store: &AuditStore, out: &mut Out<'_>, json: bool) -> anyhow::Result<()> {
+    let head = store.head()?;
+    if json {
+        serde_json::to_writer(&mut *out, &head)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{head}")?;
+    }
+    Ok(())
 }
 
 fn short(id: &str) -> &str {
