@@ -491,12 +491,20 @@ fn an_exec_past_the_process_limit_is_503_with_retry_after() {
     // The init, one exec's leader and its `sleep`: 3 processes.
     let id = s.create(json!({"pids": 3}));
     let exec = format!("/v1/sandboxes/{id}/exec");
+    // A duration no other process on the host has, to find this one by.
+    let duration = format!("60.{}", std::process::id());
     let r = s.unix(
         "POST",
         &exec,
-        Some(&json!({"argv": ["sleep", "60"], "background": true})),
+        Some(&json!({"argv": ["sleep", duration], "background": true})),
     );
     assert_eq!(r.status, 202, "{}", r.body);
+    // The 202 comes once the leader runs; the sleep holds the third
+    // process only once the leader has forked it.
+    assert!(
+        wait_for_process_with(&format!("sleep {duration}"), Duration::from_secs(10)),
+        "the sleep starts"
+    );
     let r = s.unix("POST", &exec, Some(&json!({"argv": ["true"]})));
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(

@@ -108,11 +108,16 @@ impl Ready {
         Some(self.leader)
     }
 
-    /// Kill the pair (its PID namespace goes with its leader); the init
-    /// reaps the leader.
+    /// Kill the pair (its PID namespace goes with its leader) and reap
+    /// the leader before going on: until then both count against the
+    /// sandbox's process limit, and the command the init starts next
+    /// would find the limit short by two.
     pub(crate) fn discard(self) {
         // SAFETY: kill(2) on the init's own unreaped child.
         unsafe { libc::kill(self.leader, libc::SIGKILL) };
+        // The leader exits once its namespace's last process is gone (the
+        // kernel kills and reaps the workload first).
+        let _ = sys::wait4(self.leader, 0);
     }
 }
 

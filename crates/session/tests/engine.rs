@@ -838,6 +838,7 @@ const CASES: &[&str] = &[
     "quick_execs_outrun_the_kernels_namespace_count",
     "an_exec_past_the_process_limit_is_refused_as_busy",
     "pooled_first_exec_without_landlock_signals_its_leader",
+    "a_claim_with_a_process_limit_has_all_of_it_for_its_first_command",
 ];
 
 /// The kernel counts a PID namespace off some 30 ms after its last
@@ -923,6 +924,42 @@ async fn an_exec_past_the_process_limit_is_refused_as_busy(engine: &Engine) {
         .destroy(sb.id(), EndCause::Deleted)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A pooled sandbox claimed with a process limit of its own drops the
+/// exec it had started ahead (built with the pool's settings): that pair
+/// is gone, not merely killed, before the claim is answered, so the
+/// first command has the whole limit. With the pair still counted (its
+/// leader a zombie the init had not reaped yet), the first command of a
+/// sandbox limited to its init, a leader and a command failed at the
+/// limit when the host was busy.
+async fn a_claim_with_a_process_limit_has_all_of_it_for_its_first_command(engine: &Engine) {
+    for i in 0..30 {
+        pools_fill(engine, 3).await;
+        let mut s = spec();
+        // The init, the exec's leader and its command.
+        s.limits.pids = Some(3);
+        let sb = engine
+            .create(CreateSession {
+                spec: s,
+                idle_timeout: None,
+                ttl: None,
+                owner: "test".into(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("create {i}: {e}"));
+        let exit = sb
+            .exec(req(&["/bin/true"]))
+            .await
+            .unwrap_or_else(|e| panic!("claim {i}: the first exec is refused: {e}"))
+            .wait()
+            .await;
+        assert_eq!(exit.exit_code, 0, "claim {i}: {exit:?}");
+        engine
+            .destroy(sb.id(), EndCause::Deleted)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 /// A session limited to `pids` processes, running `sleep 30`.
@@ -1084,6 +1121,10 @@ fn main() {
         case!(pool_claim_gives_binds_and_limits, &pooled);
         case!(pool_items_are_single_use, &pooled);
         case!(pool_claim_rlimits_reach_every_exec, &pooled);
+        case!(
+            a_claim_with_a_process_limit_has_all_of_it_for_its_first_command,
+            &pooled
+        );
         let bounded = Engine::new(
             bounded_spawner,
             EngineConfig {
