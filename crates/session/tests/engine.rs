@@ -936,18 +936,8 @@ async fn an_exec_past_the_process_limit_is_refused_as_busy(engine: &Engine) {
 async fn a_claim_with_a_process_limit_has_all_of_it_for_its_first_command(engine: &Engine) {
     for i in 0..30 {
         pools_fill(engine, 3).await;
-        let mut s = spec();
         // The init, the exec's leader and its command.
-        s.limits.pids = Some(3);
-        let sb = engine
-            .create(CreateSession {
-                spec: s,
-                idle_timeout: None,
-                ttl: None,
-                owner: "test".into(),
-            })
-            .await
-            .unwrap_or_else(|e| panic!("create {i}: {e}"));
+        let sb = limited(engine, 3).await;
         let exit = sb
             .exec(req(&["/bin/true"]))
             .await
@@ -962,14 +952,11 @@ async fn a_claim_with_a_process_limit_has_all_of_it_for_its_first_command(engine
     }
 }
 
-/// A session limited to `pids` processes, running `sleep 30`.
-async fn sandbox_with_a_sleep(
-    engine: &Engine,
-    pids: u64,
-) -> (Arc<Session>, Arc<cordon_session::Process>) {
+/// A session limited to `pids` processes.
+async fn limited(engine: &Engine, pids: u64) -> Arc<Session> {
     let mut s = spec();
     s.limits.pids = Some(pids);
-    let sb = engine
+    engine
         .create(CreateSession {
             spec: s,
             idle_timeout: None,
@@ -977,7 +964,15 @@ async fn sandbox_with_a_sleep(
             owner: "test".into(),
         })
         .await
-        .unwrap_or_else(|e| panic!("create: {e}"));
+        .unwrap_or_else(|e| panic!("create: {e}"))
+}
+
+/// A session limited to `pids` processes, running `sleep 30`.
+async fn sandbox_with_a_sleep(
+    engine: &Engine,
+    pids: u64,
+) -> (Arc<Session>, Arc<cordon_session::Process>) {
+    let sb = limited(engine, pids).await;
     let sleeping = sb
         .exec(req(&["sleep", "30"]))
         .await
