@@ -85,6 +85,86 @@ pub(crate) struct Plan {
     workspace: Option<PathBuf>,
 }
 
+/// A declared bind, checked: an absolute, canonical path (no symlink),
+/// not the host's root, not a path cordon builds itself, an existing
+/// directory or regular file.
+fn checked_user_bind(bind: &crate::spec::Bind) -> Result<PlannedBind> {
+    let path = &bind.path;
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(JailError::InvalidSpec(format!(
+            "{}: bind paths must be absolute and canonical",
+            path.display()
+        )));
+    }
+    if path == Path::new("/") {
+        return Err(fs_err(
+            "refusing to bind the whole host root into the sandbox".into(),
+            Some("name the directories the command needs with --ro/--rw"),
+        ));
+    }
+    if let Some(r) = RESERVED.iter().find(|r| path.starts_with(r)) {
+        return Err(fs_err(
+            format!(
+                "{}: {r} is built by cordon and cannot be bound from the host",
+                path.display()
+            ),
+            Some("remove this path from the profile or flags"),
+        ));
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(|e| {
+        fs_err(
+            format!("{}: {e}", path.display()),
+            Some("create the path on the host first, or remove it from --ro/--rw"),
+        )
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(JailError::InvalidSpec(format!(
+            "{}: bind paths must be canonical (this is a symlink)",
+            path.display()
+        )));
+    }
+    if !(meta.is_dir() || meta.is_file()) {
+        return Err(fs_err(
+            format!(
+                "{}: only directories and regular files can be bound",
+                path.display()
+            ),
+            None,
+        ));
+    }
+    Ok(PlannedBind {
+        path: path.clone(),
+        writable: bind.writable,
+        dir: meta.is_dir(),
+    })
+}
+
+/// The scratch workspace, where no declared bind is at its path: an
+/// absolute path outside /, /tmp, /proc, /dev and /sys.
+fn workspace(workspace: Option<&PathBuf>, user: &[PlannedBind]) -> Result<Option<PathBuf>> {
+    let Some(w) = workspace else {
+        return Ok(None);
+    };
+    if !w.is_absolute()
+        || w == Path::new("/")
+        || RESERVED.iter().any(|r| w.starts_with(r))
+        || w.starts_with("/tmp")
+    {
+        return Err(fs_err(
+            format!(
+                "{}: the workspace must be an absolute path outside /, /tmp, /proc, /dev and /sys",
+                w.display()
+            ),
+            None,
+        ));
+    }
+    Ok((!user.iter().any(|b| b.path == *w)).then(|| w.clone()))
+}
+
 fn fs_err(message: String, fix: Option<&str>) -> JailError {
     JailError::setup(Layer::Filesystem, message, fix)
 }
@@ -106,15 +186,34 @@ impl Plan {
             tmp_inodes: spec.tmp_inodes.max(16).to_string(),
             workspace: None,
         };
+        plan.read_host_system()?;
+        let mut user: Vec<PlannedBind> = Vec::new();
+        for bind in &spec.binds {
+            let planned = checked_user_bind(bind)?;
+            // A later declaration of the same path wins (flags override profiles).
+            user.retain(|b| b.path != planned.path);
+            user.push(planned);
+        }
+        // Parents before children, so nested binds land on top.
+        user.sort_by_key(|b| b.path.components().count());
+        plan.workspace = workspace(spec.workspace.as_ref(), &user)?;
+        plan.user_binds = user;
+        overlay::check(&plan.staged)?;
+        Ok(plan)
+    }
+
+    /// The host's system directories (bound read-only, or their symlinks
+    /// copied) and the files of its /etc the sandbox sees.
+    fn read_host_system(&mut self) -> Result<()> {
         for dir in SYSTEM_DIRS {
             let path = Path::new(dir);
             match std::fs::symlink_metadata(path) {
                 Ok(m) if m.file_type().is_symlink() => {
                     let target = std::fs::read_link(path)
                         .map_err(|e| fs_err(format!("{dir}: cannot read link: {e}"), None))?;
-                    plan.system_links.push((path.to_path_buf(), target));
+                    self.system_links.push((path.to_path_buf(), target));
                 }
-                Ok(m) if m.is_dir() => plan.system_binds.push(PlannedBind {
+                Ok(m) if m.is_dir() => self.system_binds.push(PlannedBind {
                     path: path.to_path_buf(),
                     writable: false,
                     dir: true,
@@ -127,10 +226,10 @@ impl Plan {
             match std::fs::symlink_metadata(&path) {
                 Ok(m) if m.file_type().is_symlink() => {
                     if let Ok(target) = std::fs::read_link(&path) {
-                        plan.etc_links.push((path, target));
+                        self.etc_links.push((path, target));
                     }
                 }
-                Ok(m) => plan.etc_binds.push(PlannedBind {
+                Ok(m) => self.etc_binds.push(PlannedBind {
                     path,
                     writable: false,
                     dir: m.is_dir(),
@@ -138,78 +237,7 @@ impl Plan {
                 Err(_) => {}
             }
         }
-        let mut user: Vec<PlannedBind> = Vec::new();
-        for bind in &spec.binds {
-            let path = &bind.path;
-            if !path.is_absolute()
-                || path
-                    .components()
-                    .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
-            {
-                return Err(JailError::InvalidSpec(format!(
-                    "{}: bind paths must be absolute and canonical",
-                    path.display()
-                )));
-            }
-            if path == Path::new("/") {
-                return Err(fs_err(
-                    "refusing to bind the whole host root into the sandbox".into(),
-                    Some("name the directories the command needs with --ro/--rw"),
-                ));
-            }
-            if let Some(r) = RESERVED.iter().find(|r| path.starts_with(r)) {
-                return Err(fs_err(
-                    format!(
-                        "{}: {r} is built by cordon and cannot be bound from the host",
-                        path.display()
-                    ),
-                    Some("remove this path from the profile or flags"),
-                ));
-            }
-            let meta = std::fs::symlink_metadata(path).map_err(|e| {
-                fs_err(
-                    format!("{}: {e}", path.display()),
-                    Some("create the path on the host first, or remove it from --ro/--rw"),
-                )
-            })?;
-            if meta.file_type().is_symlink() {
-                return Err(JailError::InvalidSpec(format!(
-                    "{}: bind paths must be canonical (this is a symlink)",
-                    path.display()
-                )));
-            }
-            if !(meta.is_dir() || meta.is_file()) {
-                return Err(fs_err(
-                    format!(
-                        "{}: only directories and regular files can be bound",
-                        path.display()
-                    ),
-                    None,
-                ));
-            }
-            // A later declaration of the same path wins (flags override profiles).
-            user.retain(|b| b.path != *path);
-            user.push(PlannedBind {
-                path: path.clone(),
-                writable: bind.writable,
-                dir: meta.is_dir(),
-            });
-        }
-        // Parents before children, so nested binds land on top.
-        user.sort_by_key(|b| b.path.components().count());
-        plan.workspace = match &spec.workspace {
-            Some(w) if !w.is_absolute() || w == Path::new("/") || RESERVED.iter().any(|r| w.starts_with(r)) || w.starts_with("/tmp") => {
-                return Err(fs_err(
-                    format!("{}: the workspace must be an absolute path outside /, /tmp, /proc, /dev and /sys", w.display()),
-                    None,
-                ))
-            }
-            Some(w) if user.iter().any(|b| b.path == *w) => None,
-            other => other.clone(),
-        };
-        plan.user_binds = user;
-        overlay::check(&plan.staged)?;
-        Ok(plan)
+        Ok(())
     }
 
     /// Paths bound from the host, for Landlock: (path, writable, is_dir).
@@ -1164,6 +1192,43 @@ mod tests {
         }]))
         .expect_err("missing path");
         assert!(err.to_string().contains("create the path"), "{err}");
+    }
+
+    /// Each refusal of a declared path, and of a workspace, names its
+    /// reason.
+    #[test]
+    fn each_refused_path_says_why() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).expect("symlink");
+        let socket = dir.path().join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
+        let dotdot = dir.path().join("..").join("x");
+        for (path, why) in [
+            (PathBuf::from("/"), "refusing to bind the whole host root"),
+            (PathBuf::from("/proc/self"), "/proc is built by cordon"),
+            (PathBuf::from("/dev/shm"), "/dev is built by cordon"),
+            (dotdot, "bind paths must be absolute and canonical"),
+            (link, "must be canonical (this is a symlink)"),
+            (socket, "only directories and regular files can be bound"),
+        ] {
+            let err = Plan::new(&spec_with(vec![Bind {
+                path: path.clone(),
+                writable: false,
+            }]))
+            .expect_err(&path.display().to_string());
+            assert!(err.to_string().contains(why), "{}: {err}", path.display());
+        }
+        for workspace in ["/tmp/work", "work", "/", "/sys/x"] {
+            let mut spec = spec_with(Vec::new());
+            spec.workspace = Some(PathBuf::from(workspace));
+            let err = Plan::new(&spec).expect_err(workspace);
+            assert!(
+                err.to_string()
+                    .contains("the workspace must be an absolute path outside"),
+                "{workspace}: {err}"
+            );
+        }
     }
 
     #[test]
