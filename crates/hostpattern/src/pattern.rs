@@ -33,54 +33,134 @@ pub struct HostPattern {
     port: Option<u16>,
 }
 
+/// Refuse what is no host pattern at all, before a host is looked for:
+/// nothing, every host (`*`, `*.*`, `*:443`), a URL (a scheme, user
+/// information, a path), an IP range, whitespace.
+fn refuse_what_is_not_a_host(text: &str, s: &str) -> Result<(), PatternError> {
+    let err = |msg: String, hint: &str| Err(PatternError::new(msg, hint));
+    if s.is_empty() {
+        return err("an empty host pattern".into(), HOST_HINT);
+    }
+    if s == "*" {
+        return err("a bare '*' would allow every host".into(), EVERY_HOST_HINT);
+    }
+    if s == "*.*" || s.starts_with("*:") {
+        return err(format!("'{text}' would allow every host"), EVERY_HOST_HINT);
+    }
+    if let Some((scheme, rest)) = s.split_once("://") {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        return err(
+            format!("'{text}' has a scheme ('{scheme}://')"),
+            &format!("write the host only, e.g. {host}"),
+        );
+    }
+    if s.contains('@') {
+        return err(
+            format!("'{text}' has user information ('@')"),
+            "write the host only, e.g. api.example.com",
+        );
+    }
+    if let Some((before, _)) = s.split_once('/') {
+        let ip_like = before
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || ".:*[]".contains(c));
+        if ip_like {
+            return err(
+                format!("'{text}' is an IP range"),
+                "IP ranges are not supported as patterns: name hosts, or list single addresses",
+            );
+        }
+        return err(
+            format!("'{text}' has a path"),
+            &format!("patterns match hosts, not URLs: write {before}"),
+        );
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return err(format!("'{text}' contains whitespace"), HOST_HINT);
+    }
+    Ok(())
+}
+
+/// The host part of a pattern without brackets: a name (with `*.` for
+/// every name below it) or an IPv4 address; never a wildcard over a
+/// top-level domain or a public registry.
+fn named_host(text: &str, host_part: &str, port: Option<u16>) -> Result<HostPattern, PatternError> {
+    let err = |msg: String, hint: &str| Err(PatternError::new(msg, hint));
+    if !host_part.is_ascii() {
+        return err(
+            format!("'{text}' has non-ASCII characters"),
+            "write internationalized names in their punycode form (xn--...)",
+        );
+    }
+    let mut host = host_part.to_ascii_lowercase();
+    if host.ends_with('.') {
+        host.pop();
+    }
+    if host == "*" {
+        return err(format!("'{text}' would allow every host"), EVERY_HOST_HINT);
+    }
+    let (wildcard, name) = match host.strip_prefix("*.") {
+        Some(rest) => (true, rest.to_string()),
+        None => (false, host),
+    };
+    if name.contains('*') {
+        return if name.split('.').all(|l| l == "*" || is_digits(l)) {
+            err(format!("'{text}' is an IP range"), RANGE_HINT)
+        } else {
+            err(
+                format!("'{text}' has a '*' that is not the whole first label"),
+                "a wildcard is written *.example.com and matches every name below example.com",
+            )
+        };
+    }
+    if name.is_empty() {
+        return err(format!("'{text}' has no host"), HOST_HINT);
+    }
+    if name.split('.').all(is_digits) {
+        if wildcard {
+            return err(format!("'{text}' is an IP range"), RANGE_HINT);
+        }
+        return match name.parse::<Ipv4Addr>() {
+            Ok(a) => Ok(HostPattern {
+                host: a.to_string(),
+                wildcard: false,
+                port,
+            }),
+            Err(_) => err(
+                format!("'{text}' is not a valid IPv4 address"),
+                "write four numbers 0-255 such as 203.0.113.7, or a host name",
+            ),
+        };
+    }
+    if let Some(fault) = name_fault(&name) {
+        return Err(fault.error(text));
+    }
+    if wildcard && !name.contains('.') {
+        return err(
+            format!("'{text}' would allow every host under the top-level domain '{name}'"),
+            "name the domain, e.g. *.example.com",
+        );
+    }
+    if wildcard && PUBLIC_SECOND_LEVEL.contains(&name.as_str()) {
+        return err(
+            format!("'{text}' would allow every host under the public registry '{name}'"),
+            &format!("name the domain under it, e.g. *.example.{name}"),
+        );
+    }
+    Ok(HostPattern {
+        host: name,
+        wildcard,
+        port,
+    })
+}
+
 impl HostPattern {
     /// Parses a pattern such as `api.example.com`, `*.example.com:443`,
     /// `203.0.113.7:8080` or `[2001:db8::1]:443`. Surrounding white space is
     /// ignored. The error names the input, what is wrong and what to write.
     pub fn parse(text: &str) -> Result<HostPattern, PatternError> {
         let s = text.trim();
-        let err = |msg: String, hint: &str| Err(PatternError::new(msg, hint));
-        if s.is_empty() {
-            return err("an empty host pattern".into(), HOST_HINT);
-        }
-        if s == "*" {
-            return err("a bare '*' would allow every host".into(), EVERY_HOST_HINT);
-        }
-        if s == "*.*" || s.starts_with("*:") {
-            return err(format!("'{text}' would allow every host"), EVERY_HOST_HINT);
-        }
-        if let Some((scheme, rest)) = s.split_once("://") {
-            let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-            return err(
-                format!("'{text}' has a scheme ('{scheme}://')"),
-                &format!("write the host only, e.g. {host}"),
-            );
-        }
-        if s.contains('@') {
-            return err(
-                format!("'{text}' has user information ('@')"),
-                "write the host only, e.g. api.example.com",
-            );
-        }
-        if let Some((before, _)) = s.split_once('/') {
-            let ip_like = before
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || ".:*[]".contains(c));
-            if ip_like {
-                return err(
-                    format!("'{text}' is an IP range"),
-                    "IP ranges are not supported as patterns: name hosts, or list single addresses",
-                );
-            }
-            return err(
-                format!("'{text}' has a path"),
-                &format!("patterns match hosts, not URLs: write {before}"),
-            );
-        }
-        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return err(format!("'{text}' contains whitespace"), HOST_HINT);
-        }
-
+        refuse_what_is_not_a_host(text, s)?;
         if let Some(rest) = s.strip_prefix('[') {
             return parse_bracketed(text, rest);
         }
@@ -90,77 +170,14 @@ impl HostPattern {
         let (host_part, port) = match s.split_once(':') {
             None => (s, None),
             Some((_, p)) if p.contains(':') => {
-                return err(format!("'{text}' has more than one ':'"), IPV6_HINT)
+                return Err(PatternError::new(
+                    format!("'{text}' has more than one ':'"),
+                    IPV6_HINT,
+                ))
             }
             Some((h, p)) => (h, Some(parse_port(text, p)?)),
         };
-
-        if !host_part.is_ascii() {
-            return err(
-                format!("'{text}' has non-ASCII characters"),
-                "write internationalized names in their punycode form (xn--...)",
-            );
-        }
-        let mut host = host_part.to_ascii_lowercase();
-        if host.ends_with('.') {
-            host.pop();
-        }
-        if host == "*" {
-            return err(format!("'{text}' would allow every host"), EVERY_HOST_HINT);
-        }
-        let (wildcard, name) = match host.strip_prefix("*.") {
-            Some(rest) => (true, rest.to_string()),
-            None => (false, host),
-        };
-        if name.contains('*') {
-            return if name.split('.').all(|l| l == "*" || is_digits(l)) {
-                err(format!("'{text}' is an IP range"), RANGE_HINT)
-            } else {
-                err(
-                    format!("'{text}' has a '*' that is not the whole first label"),
-                    "a wildcard is written *.example.com and matches every name below example.com",
-                )
-            };
-        }
-        if name.is_empty() {
-            return err(format!("'{text}' has no host"), HOST_HINT);
-        }
-        if name.split('.').all(is_digits) {
-            if wildcard {
-                return err(format!("'{text}' is an IP range"), RANGE_HINT);
-            }
-            return match name.parse::<Ipv4Addr>() {
-                Ok(a) => Ok(HostPattern {
-                    host: a.to_string(),
-                    wildcard: false,
-                    port,
-                }),
-                Err(_) => err(
-                    format!("'{text}' is not a valid IPv4 address"),
-                    "write four numbers 0-255 such as 203.0.113.7, or a host name",
-                ),
-            };
-        }
-        if let Some(fault) = name_fault(&name) {
-            return Err(fault.error(text));
-        }
-        if wildcard && !name.contains('.') {
-            return err(
-                format!("'{text}' would allow every host under the top-level domain '{name}'"),
-                "name the domain, e.g. *.example.com",
-            );
-        }
-        if wildcard && PUBLIC_SECOND_LEVEL.contains(&name.as_str()) {
-            return err(
-                format!("'{text}' would allow every host under the public registry '{name}'"),
-                &format!("name the domain under it, e.g. *.example.{name}"),
-            );
-        }
-        Ok(HostPattern {
-            host: name,
-            wildcard,
-            port,
-        })
+        named_host(text, host_part, port)
     }
 
     /// Whether a connection to `host`:`port` matches. `host` is compared
