@@ -21,8 +21,8 @@ use crate::http1::{
     parse_origin_request_head, parse_response_head, BodyKind, ChunkedScanner, RequestError,
     RequestHead, ResponseHead, Target, MAX_HEAD,
 };
-use crate::proxy::{status_text, EventWriter, InterceptedTunnel};
-use crate::stream::{BufStream, READ_CHUNK};
+use crate::proxy::{status_text, EventWriter, InterceptedTunnel, RequestGate};
+use crate::stream::{BufStream, TunnelStream, READ_CHUNK};
 
 /// Waiting for the next request on a kept-alive connection.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -144,6 +144,28 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
         rule,
         events,
     };
+    let Some((mut c, mut u)) = handshakes(&tun, client, upstream).await? else {
+        return Ok(());
+    };
+    serve_requests(&tun, &mut c, &mut u, &gate).await;
+    let _ = c.s.shutdown().await;
+    Ok(())
+}
+
+/// The TLS handshakes with the sandbox (as the origin, with a certificate
+/// of cordon's CA) and with the origin (verified against the real trust
+/// store). `None` when one failed: recorded, and the sandbox told why
+/// where it can be.
+async fn handshakes(
+    tun: &Tunnel,
+    client: TunnelStream,
+    upstream: tokio::net::TcpStream,
+) -> io::Result<
+    Option<(
+        BufStream<tokio_rustls::server::TlsStream<TunnelStream>>,
+        BufStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+    )>,
+> {
     let server_cfg = match tun.inner.ca.server_config(&tun.host) {
         Ok(c) => c,
         Err(e) => {
@@ -178,12 +200,12 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
             // E.g. a client that trusts only its own CA bundle: it fails
             // closed here, before any request is read or sent.
             tun.record("").deny(format!("client-tls: {e}"), None);
-            return Ok(());
+            return Ok(None);
         }
         Err(_) => {
             tun.record("")
                 .deny("client-tls: handshake not completed in time".into(), None);
-            return Ok(());
+            return Ok(None);
         }
     };
     let mut c = BufStream::new(c);
@@ -194,18 +216,31 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
     let u = match u {
         Ok(Ok(u)) => u,
         Ok(Err(e)) => {
-            refuse_upstream(&tun, &mut c, &e.to_string()).await;
-            return Ok(());
+            refuse_upstream(tun, &mut c, &e.to_string()).await;
+            return Ok(None);
         }
         Err(_) => {
-            refuse_upstream(&tun, &mut c, "handshake not completed in time").await;
-            return Ok(());
+            refuse_upstream(tun, &mut c, "handshake not completed in time").await;
+            return Ok(None);
         }
     };
-    let mut u = BufStream::new(u);
+    Ok(Some((c, BufStream::new(u))))
+}
+
+/// The sandbox's requests on the tunnel, one after another, until it
+/// closes, sends something malformed, or passes a rate limit.
+async fn serve_requests<C, U>(
+    tun: &Tunnel,
+    c: &mut BufStream<C>,
+    u: &mut BufStream<U>,
+    gate: &RequestGate,
+) where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
     let mut first = true;
     loop {
-        let req = match read_head(&mut c, &tun.host, tun.port, first).await {
+        let req = match read_head(c, &tun.host, tun.port, first).await {
             Head::Closed => break,
             Head::Bad(e) => {
                 let mut rec = tun.record(&e.method);
@@ -238,12 +273,10 @@ pub(crate) async fn run(inner: Arc<Inner>, t: InterceptedTunnel) -> io::Result<(
             }
         }
         first = false;
-        if !request(&tun, &mut c, &mut u, req).await {
+        if !request(tun, c, u, req).await {
             break;
         }
     }
-    let _ = c.s.shutdown().await;
-    Ok(())
 }
 
 /// The origin's certificate did not verify: nothing is sent upstream; the
