@@ -18,45 +18,8 @@ pub(crate) fn classify(
     init_status: i32,
     cpu_used: Duration,
 ) -> (EndReason, i32, Option<String>) {
-    if let Some(ChildReport::Setup { layer, message, .. }) = &sup.setup_error {
-        return (
-            EndReason::SetupFailed,
-            125,
-            Some(format!("{layer}: {message}")),
-        );
-    }
-    if let Some((program, errno)) = &sup.exec_error {
-        let (code, text) = if *errno == libc::ENOENT {
-            (127, format!("{program}: command not found in the sandbox (PATH is searched inside; bind its directory with --ro if it lives elsewhere)"))
-        } else {
-            (
-                126,
-                format!(
-                    "{program}: cannot execute: {}",
-                    io::Error::from_raw_os_error(*errno)
-                ),
-            )
-        };
-        return (EndReason::ExecFailed, code, Some(text));
-    }
-    if sup.timed_out {
-        let limit = spec
-            .limits
-            .wall
-            .map(|d| format!("{:?}", d))
-            .unwrap_or_default();
-        return (
-            EndReason::Timeout,
-            124,
-            Some(format!("killed at the wall-clock deadline ({limit})")),
-        );
-    }
-    if sup.output_killed {
-        return (
-            EndReason::OutputLimit,
-            128 + libc::SIGKILL,
-            Some("killed: output passed its limit".into()),
-        );
+    if let Some(ending) = ended_by_cordon(spec, sup) {
+        return ending;
     }
     let memory_msg = || {
         Some(format!(
@@ -129,6 +92,53 @@ pub(crate) fn classify(
             }
         }
     }
+}
+
+/// How the run ends when cordon ended it, whatever the workload's status:
+/// the sandbox could not be built, the command could not be executed, the
+/// deadline passed, the output passed its limit.
+fn ended_by_cordon(spec: &Spec, sup: &Supervision) -> Option<(EndReason, i32, Option<String>)> {
+    if let Some(ChildReport::Setup { layer, message, .. }) = &sup.setup_error {
+        return Some((
+            EndReason::SetupFailed,
+            125,
+            Some(format!("{layer}: {message}")),
+        ));
+    }
+    if let Some((program, errno)) = &sup.exec_error {
+        let (code, text) = if *errno == libc::ENOENT {
+            (127, format!("{program}: command not found in the sandbox (PATH is searched inside; bind its directory with --ro if it lives elsewhere)"))
+        } else {
+            (
+                126,
+                format!(
+                    "{program}: cannot execute: {}",
+                    io::Error::from_raw_os_error(*errno)
+                ),
+            )
+        };
+        return Some((EndReason::ExecFailed, code, Some(text)));
+    }
+    if sup.timed_out {
+        let limit = spec
+            .limits
+            .wall
+            .map(|d| format!("{:?}", d))
+            .unwrap_or_default();
+        return Some((
+            EndReason::Timeout,
+            124,
+            Some(format!("killed at the wall-clock deadline ({limit})")),
+        ));
+    }
+    if sup.output_killed {
+        return Some((
+            EndReason::OutputLimit,
+            128 + libc::SIGKILL,
+            Some("killed: output passed its limit".into()),
+        ));
+    }
+    None
 }
 
 /// A SIGKILL is the CPU limit's when the sandbox used at least the limit's
