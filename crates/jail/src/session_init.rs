@@ -62,6 +62,10 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     // one command, and the first of a pooled sandbox (crate::session_ready).
     let mut ready: Option<Ready> = None;
     let mut execs: u64 = 0;
+    // A waiting exec that ended without an order (it could not be set up,
+    // e.g. at the process limit) is not started again before the next
+    // order: no loop of forks.
+    let mut ahead_failed = false;
     loop {
         let mut fds = [
             rustix::event::PollFd::new(&control, rustix::event::PollFlags::IN),
@@ -75,7 +79,14 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
         if child_ready {
             while sys::read_signalfd(sigfd.as_raw_fd()).is_some() {}
-            reap_leaders(&mut leaders, &mut ready);
+            ahead_failed |= reap_leaders(&mut leaders, &mut ready);
+            // A session that has run more than one command gets its next
+            // one started ahead, once none of its commands runs: a waiting
+            // exec holds two processes of the session's limit, which must
+            // never be taken from a running command.
+            if execs >= 2 && ready.is_none() && leaders.is_empty() && !ahead_failed {
+                ready = Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
+            }
         }
         if order_ready {
             match recv_message::<InitOrder>(control) {
@@ -96,7 +107,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                     // a claimed pooled sandbox starts its first on order.
                     if let Some(old) = ready.take() {
                         old.discard();
-                        if execs >= 2 {
+                        if execs >= 2 && leaders.is_empty() {
                             ready = Ready::start(&current(
                                 ctx,
                                 &spec,
@@ -117,16 +128,14 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                 Ok(Some((order, fds))) => {
                     let now = current(ctx, &spec, plan.as_ref(), landlock.as_ref());
                     if let InitOrder::Exec { .. } = order {
+                        // The next is started ahead once this one has
+                        // ended (above); a session of a single command
+                        // (create, exec, delete) holds no waiting processes
+                        // after it (a pooled sandbox holds its first one,
+                        // `StartAhead`).
                         execs += 1;
+                        ahead_failed = false;
                         handle(&now, control, order, fds, &mut leaders, ready.take());
-                        // A session that has run more than one command
-                        // gets every next one started ahead; a session of
-                        // a single command (create, exec, delete) holds no
-                        // waiting processes after it (a pooled sandbox
-                        // holds its first one, `StartAhead`).
-                        if execs >= 2 {
-                            ready = Ready::start(&now);
-                        }
                     } else {
                         handle(&now, control, order, fds, &mut leaders, None);
                     }
@@ -191,20 +200,26 @@ fn prepare_landlock(
     crate::child::prepare_landlock(&current(ctx, spec, plan, None))
 }
 
-fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>, ready: &mut Option<Ready>) {
+/// Reap the leaders that have ended; true when the waiting exec's was one
+/// of them (it ended without an order).
+fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>, ready: &mut Option<Ready>) -> bool {
+    let mut ready_died = false;
     loop {
         match sys::wait4(-1, libc::WNOHANG) {
             Ok((pid, _, _)) if pid > 0 => {
                 leaders.retain(|_, p| *p != pid);
-                // A waiting pair that died (killed from outside) is never
-                // handed an order: its pid may be reused.
+                // A waiting pair that died (killed from outside, or unable
+                // to set itself up) is never handed an order: its pid may
+                // be reused.
                 if ready.as_ref().is_some_and(|r| r.leader() == pid) {
                     *ready = None;
+                    ready_died = true;
                 }
             }
             _ => break,
         }
     }
+    ready_died
 }
 
 /// Carry out an order (an exec goes to the waiting one, if any).
