@@ -408,8 +408,10 @@ fn host_processes_are_invisible_in_proc() {
     );
     assert!(
         control.stdout.contains(&mark),
-        "control: the probe must see host processes without the PID namespace: {}",
-        control.stdout
+        "control: the probe must see host processes without the PID namespace: exit {}, stdout {:?}, stderr {:?}",
+        control.code,
+        control.stdout,
+        control.stderr
     );
 }
 

@@ -245,7 +245,7 @@ fn handle(
                 cwd,
                 limits,
             };
-            let reply = match start_exec(ctx, id, command, fds, ready) {
+            let reply = match start_exec(ctx, id, command, fds, ready, leaders) {
                 Ok(pid) => {
                     leaders.insert(id, pid);
                     InitReply::Started { id, pid }
@@ -323,6 +323,7 @@ fn start_exec(
     command: ExecCommand,
     fds: Vec<OwnedFd>,
     ready: Option<Ready>,
+    leaders: &mut HashMap<u64, libc::pid_t>,
 ) -> Result<libc::pid_t, Refusal> {
     let Ok(fds): Result<[OwnedFd; EXEC_FDS], _> = fds.try_into() else {
         if let Some(r) = ready {
@@ -347,7 +348,7 @@ fn start_exec(
     spec.env = command.env;
     spec.cwd = command.cwd;
     spec.stdin = StdinMode::Inherit;
-    match clone_exec_namespace() {
+    match clone_exec_namespace(|| reap_ended(leaders)) {
         Ok(Forked::Child) => leader_main(ctx, &spec, limits, fds),
         Ok(Forked::Parent { pid, pidfd }) => {
             drop(pidfd);
@@ -383,23 +384,48 @@ fn clone_refusal(e: &std::io::Error, what: &str) -> Refusal {
     }
 }
 
+/// How long a fork at the process limit waits for commands that have
+/// ended to leave the count. The engine hears of an exec's end from its
+/// leader's report, a moment before the leader has exited and been reaped,
+/// and a process counts against the limit (cgroup or RLIMIT_NPROC) until
+/// it is reaped: the next command may come in that moment. A limit that
+/// stays full (a command still running) is reported after this wait.
+pub(crate) const LIMIT_LAG: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Fork an exec's leader into a new PID namespace. The engine caps the
 /// running execs below the namespace allowance, so ENOSPC means the kernel
 /// has not yet counted off namespaces whose processes are gone (it does so
 /// after RCU grace periods, `session::LINGERING_PID_NAMESPACES`): wait for
-/// it, up to a second, rather than fail the order.
-fn clone_exec_namespace() -> std::io::Result<Forked> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+/// it, up to a second, rather than fail the order. At the process limit
+/// (EAGAIN) `reap` takes the leaders that have ended off the count, for up
+/// to [`LIMIT_LAG`].
+fn clone_exec_namespace(mut reap: impl FnMut()) -> std::io::Result<Forked> {
+    let start = std::time::Instant::now();
     loop {
         match sys::clone_sandbox(libc::CLONE_NEWPID) {
             Err(e)
                 if e.raw_os_error() == Some(libc::ENOSPC)
-                    && std::time::Instant::now() < deadline =>
+                    && start.elapsed() < std::time::Duration::from_secs(1) =>
             {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && start.elapsed() < LIMIT_LAG => {
+                reap();
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             other => return other,
         }
+    }
+}
+
+/// Reap the leaders that have ended (the waiting exec's is not among them:
+/// it was handed the order or discarded before this is called).
+fn reap_ended(leaders: &mut HashMap<u64, libc::pid_t>) {
+    while let Ok((pid, _, _)) = sys::wait4(-1, libc::WNOHANG) {
+        if pid <= 0 {
+            break;
+        }
+        leaders.retain(|_, p| *p != pid);
     }
 }
 
@@ -433,7 +459,7 @@ fn leader_main(
     };
     let mut exec_ctx = exec_context(ctx, spec, rfd);
     exec_ctx.exec_limits = limits;
-    let workload = match sys::fork() {
+    let workload = match fork_at_the_limit() {
         Ok(Some(pid)) => pid,
         Ok(None) => workload_main(&exec_ctx),
         Err(e) => {
@@ -442,6 +468,20 @@ fn leader_main(
         }
     };
     lead(workload, rfd, &set)
+}
+
+/// Fork the command's process; at the process limit, give the commands
+/// that have ended [`LIMIT_LAG`] to leave the count (the init reaps them).
+fn fork_at_the_limit() -> std::io::Result<Option<libc::pid_t>> {
+    let start = std::time::Instant::now();
+    loop {
+        match sys::fork() {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && start.elapsed() < LIMIT_LAG => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// What the exec reports when its leader could not fork the command's
