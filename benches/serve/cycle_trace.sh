@@ -24,41 +24,19 @@ while [ $# -gt 0 ]; do
 done
 command -v perf >/dev/null || { echo "missing: perf (install it with: sudo apt-get install linux-perf)" >&2; exit 1; }
 
-work="$(mktemp -d)"
-server_pid=""
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release -q -p cordon 2>"$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
-cordon="$CARGO_TARGET_DIR/release/cordon"
-
-CORDON_STATE_DIR="$work/state" "$cordon" serve --socket "$work/s.sock" --warm 8 \
-  >"$work/out" 2>"$work/err" &
-server_pid=$!
-for _ in $(seq 100); do [ -s "$work/out" ] && break; sleep 0.1; done
-[ -S "$work/s.sock" ] || { cat "$work/err" >&2; exit 1; }
-sleep 2 # the pool is built
+. "$root/benches/serve/serve_lib.sh"
+serve_start --warm 8
 
 cat >"$work/cycle.py" <<'EOF'
-import http.client, json, socket, sys, time
+import json, sys, time
+from unix_http import Client
 
-class Unix(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(self.path)
-
-conn = Unix(sys.argv[1])
+client = Client(sys.argv[1])
 cycles, pause = int(sys.argv[2]), float(sys.argv[3])
+client.wait_for_pool()
 
 def call(method, url, body=None):
-    conn.request(method, url, body=None if body is None else json.dumps(body),
-                 headers={"content-type": "application/json"})
-    r = conn.getresponse()
-    return r.read()
+    return client.ok(method, url, body)
 
 steps = []
 for _ in range(cycles):
@@ -80,7 +58,7 @@ print("window %.6f %.6f" % (m[4], m[5]))
 EOF
 
 perf sched record -a -k CLOCK_MONOTONIC -o "$work/sched.data" -- \
-  python3 "$work/cycle.py" "$work/s.sock" "$cycles" "$pause" >"$work/cycle.out" 2>/dev/null
+  python3 "$work/cycle.py" "$socket" "$cycles" "$pause" >"$work/cycle.out" 2>/dev/null
 head -1 "$work/cycle.out"
 read -r _ from to < <(grep '^window' "$work/cycle.out")
 echo

@@ -8,40 +8,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 n="${1:-3000}"
-work="$(mktemp -d)"
-server_pid=""
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
-(cd "$root" && cargo build --release -q -p cordon)
-socket="$work/cordon.sock"
-CORDON_STATE_DIR="$work/state" "$CARGO_TARGET_DIR/release/cordon" serve --socket "$socket" \
-  --audit "$work/audit.db" >"$work/serve.out" 2>"$work/serve.err" &
-server_pid=$!
-for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
-[ -S "$socket" ] || { echo "the server did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
+. "$root/benches/serve/serve_lib.sh"
+serve_start --audit "$work/audit.db"
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$root" rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$socket" "$n" <<'PY'
-import http.client, json, socket, sys, time
-
-class Unix(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(self.path)
+import json, sys, time
+from unix_http import Client
 
 path, n = sys.argv[1], int(sys.argv[2])
-c = Unix(path)
-def call(method, url, body=None):
-    c.request(method, url, body=None if body is None else json.dumps(body),
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    if r.status >= 300:
-        sys.exit(f"{method} {url}: {r.status} {data[:200]!r}")
-    return data
+call = Client(path).ok
 sid = json.loads(call("POST", "/v1/sandboxes", {}))["id"]
 times = []
 for _ in range(n):
