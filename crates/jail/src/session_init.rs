@@ -17,7 +17,7 @@
 //! Both run between `clone` and `execve` on a copy of the single-threaded
 //! spawner, like the rest of crate::child.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::child::{report, workload_main, ChildContext, ChildFds, FORWARDED};
@@ -32,6 +32,12 @@ const EXEC_FDS: usize = 4;
 
 /// Serve exec orders until the control socket closes (the engine is gone
 /// or ended the session); leaving then kills everything in the sandbox.
+///
+/// The loop never waits on one order: an exec whose leader cannot be
+/// forked yet (the process limit, or namespaces the kernel has not yet
+/// counted off) is held and tried again every millisecond, with the
+/// orders that came after it, while signals (a timeout's kill) are sent
+/// at once.
 pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     let Some(control) = ctx.fds.control else {
         sys::exit_now(125)
@@ -50,28 +56,18 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     }
     // SAFETY: the control socket stays open for this process's life.
     let control = unsafe { BorrowedFd::borrow_raw(control) };
-    // What execs get; a claim from the pool changes the binds and limits.
-    let mut spec = ctx.spec.clone();
-    let mut plan = ctx.plan.cloned();
-    hold_process_limit(ctx, &spec);
-    let mut leaders: HashMap<u64, libc::pid_t> = HashMap::new();
-    // Every exec's Landlock ruleset, built once here (and again when a
-    // claim changes the binds) instead of once per exec.
-    let mut landlock = prepare_landlock(ctx, &spec, plan.as_ref());
-    // The next exec, started ahead once the session has run more than
-    // one command, and the first of a pooled sandbox (crate::session_ready).
-    let mut ready: Option<Ready> = None;
-    let mut execs: u64 = 0;
-    // A waiting exec that ended without an order (it could not be set up,
-    // e.g. at the process limit) is not started again before the next
-    // order: no loop of forks.
-    let mut ahead_failed = false;
+    let mut init = Init::new(ctx, control);
+    let retry = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: RETRY_EVERY.as_nanos() as _,
+    };
     loop {
         let mut fds = [
             rustix::event::PollFd::new(&control, rustix::event::PollFlags::IN),
             rustix::event::PollFd::new(&sigfd, rustix::event::PollFlags::IN),
         ];
-        match rustix::event::poll(&mut fds, None) {
+        let timeout = (!init.held.is_empty()).then_some(&retry);
+        match rustix::event::poll(&mut fds, timeout) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => sys::exit_now(125),
         }
@@ -79,67 +75,11 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
         if child_ready {
             while sys::read_signalfd(sigfd.as_raw_fd()).is_some() {}
-            ahead_failed |= reap_leaders(&mut leaders, &mut ready);
-            // A session that has run more than one command gets its next
-            // one started ahead, once none of its commands runs: a waiting
-            // exec holds two processes of the session's limit, which must
-            // never be taken from a running command.
-            if execs >= 2 && ready.is_none() && leaders.is_empty() && !ahead_failed {
-                ready = Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
-            }
+            init.reap();
         }
         if order_ready {
             match recv_message::<InitOrder>(control) {
-                Ok(Some((InitOrder::Configure { id, config }, _))) => {
-                    spec.limits = config.limits;
-                    hold_process_limit(ctx, &spec);
-                    if let Some(p) = plan.as_mut() {
-                        p.set_user_binds(config.binds);
-                        p.set_file_paths(config.files);
-                    }
-                    // The old ruleset goes first, so that the new one can
-                    // take a free descriptor number.
-                    drop(landlock.take());
-                    landlock = prepare_landlock(ctx, &spec, plan.as_ref());
-                    let _ = send_message(control, &InitReply::Configured { id }, &[]);
-                    // A waiting exec was set up with the old settings: a
-                    // session of several commands gets one with the new;
-                    // a claimed pooled sandbox starts its first on order.
-                    if let Some(old) = ready.take() {
-                        old.discard();
-                        if execs >= 2 && leaders.is_empty() {
-                            ready = Ready::start(&current(
-                                ctx,
-                                &spec,
-                                plan.as_ref(),
-                                landlock.as_ref(),
-                            ));
-                        }
-                    }
-                }
-                Ok(Some((InitOrder::StartAhead { id }, _))) => {
-                    if ready.is_none() {
-                        ready =
-                            Ready::start(&current(ctx, &spec, plan.as_ref(), landlock.as_ref()));
-                    }
-                    let _ = send_message(control, &InitReply::Configured { id }, &[]);
-                }
-                Ok(Some((InitOrder::OpenRoot { id }, _))) => send_root(control, id),
-                Ok(Some((order, fds))) => {
-                    let now = current(ctx, &spec, plan.as_ref(), landlock.as_ref());
-                    if let InitOrder::Exec { .. } = order {
-                        // The next is started ahead once this one has
-                        // ended (above); a session of a single command
-                        // (create, exec, delete) holds no waiting processes
-                        // after it (a pooled sandbox holds its first one,
-                        // `StartAhead`).
-                        execs += 1;
-                        ahead_failed = false;
-                        handle(&now, control, order, fds, &mut leaders, ready.take());
-                    } else {
-                        handle(&now, control, order, fds, &mut leaders, None);
-                    }
-                }
+                Ok(Some((order, fds))) => init.receive(order, fds),
                 Ok(None) => sys::exit_now(0),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -149,7 +89,298 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
                 Err(_) => sys::exit_now(0),
             }
         }
+        init.carry_out_held();
+        if child_ready {
+            init.start_next_ahead();
+        }
     }
+}
+
+/// How often a held exec's leader is tried again.
+const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How long an exec waits for the kernel to count off the PID namespaces
+/// of commands that have ended (`session::LINGERING_PID_NAMESPACES`).
+const NAMESPACE_LAG: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An exec order, checked: its command and its descriptors (stdin,
+/// stdout, stderr, report).
+struct ExecOrder {
+    id: u64,
+    command: ExecCommand,
+    fds: [OwnedFd; EXEC_FDS],
+}
+
+/// How an exec's start went.
+enum Attempt {
+    /// Its leader runs, with this pid.
+    Started(libc::pid_t),
+    /// Its leader could not be forked: the order back, and why.
+    NotForked(ExecOrder, std::io::Error),
+}
+
+/// An order that waits: an exec whose leader could not be forked yet
+/// (since its first try), or an order that came after one.
+enum Held {
+    Exec(ExecOrder, std::time::Instant),
+    Order(InitOrder, Vec<OwnedFd>),
+}
+
+/// The init's state between orders.
+struct Init<'c, 'a> {
+    ctx: &'c ChildContext<'a>,
+    control: BorrowedFd<'c>,
+    /// What execs get; a claim from the pool changes the binds and limits.
+    spec: crate::spec::Spec,
+    plan: Option<crate::rootfs::Plan>,
+    /// Every exec's Landlock ruleset, built once here (and again when a
+    /// claim changes the binds) instead of once per exec.
+    landlock: Option<crate::landlock_rules::Prepared>,
+    /// The running execs' leaders, by exec id.
+    leaders: HashMap<u64, libc::pid_t>,
+    /// The next exec, started ahead once the session has run more than
+    /// one command, and the first of a pooled sandbox (crate::session_ready).
+    ready: Option<Ready>,
+    execs: u64,
+    /// A waiting exec that ended without an order (it could not be set
+    /// up, e.g. at the process limit) is not started again before the
+    /// next order: no loop of forks.
+    ahead_failed: bool,
+    /// Orders in the order they came, the first an exec that waits.
+    held: VecDeque<Held>,
+}
+
+impl<'c, 'a> Init<'c, 'a> {
+    fn new(ctx: &'c ChildContext<'a>, control: BorrowedFd<'c>) -> Self {
+        let spec = ctx.spec.clone();
+        let plan = ctx.plan.cloned();
+        hold_process_limit(ctx, &spec);
+        let landlock = prepare_landlock(ctx, &spec, plan.as_ref());
+        Init {
+            ctx,
+            control,
+            spec,
+            plan,
+            landlock,
+            leaders: HashMap::new(),
+            ready: None,
+            execs: 0,
+            ahead_failed: false,
+            held: VecDeque::new(),
+        }
+    }
+
+    /// The context an exec gets now.
+    fn current(&self) -> ChildContext<'_> {
+        current(
+            self.ctx,
+            &self.spec,
+            self.plan.as_ref(),
+            self.landlock.as_ref(),
+        )
+    }
+
+    fn reply(&self, reply: &InitReply) {
+        let _ = send_message(self.control, reply, &[]);
+    }
+
+    /// Reap the leaders that have ended.
+    fn reap(&mut self) {
+        self.ahead_failed |= reap_leaders(&mut self.leaders, &mut self.ready);
+    }
+
+    /// A session that has run more than one command gets its next one
+    /// started ahead, once none of its commands runs or waits: a waiting
+    /// exec holds two processes of the session's limit, which must never
+    /// be taken from a command.
+    fn start_next_ahead(&mut self) {
+        if self.execs >= 2
+            && self.ready.is_none()
+            && self.leaders.is_empty()
+            && self.held.is_empty()
+            && !self.ahead_failed
+        {
+            self.ready = Ready::start(&self.current());
+        }
+    }
+
+    /// An order from the engine: signals and the root go at once, the
+    /// rest in the order they came.
+    fn receive(&mut self, order: InitOrder, fds: Vec<OwnedFd>) {
+        match order {
+            InitOrder::Signal { id, signal } => {
+                if let Some(&pid) = self.leaders.get(&id) {
+                    // SAFETY: kill(2) on our own unreaped child (its pid
+                    // cannot have been reused); SIGKILL ends its PID
+                    // namespace.
+                    unsafe { libc::kill(pid, signal) };
+                }
+            }
+            InitOrder::OpenRoot { id } => send_root(self.control, id),
+            order if !self.held.is_empty() => self.held.push_back(Held::Order(order, fds)),
+            order => {
+                self.carry_out(order, fds);
+            }
+        }
+    }
+
+    /// Try the held orders again, in order, until one must still wait.
+    fn carry_out_held(&mut self) {
+        while let Some(next) = self.held.pop_front() {
+            let done = match next {
+                Held::Exec(exec, since) => self.try_exec(exec, since),
+                Held::Order(order, fds) => self.carry_out(order, fds),
+            };
+            if !done {
+                break;
+            }
+        }
+    }
+
+    /// Carry out an order; false when it is an exec that must wait (it
+    /// is then first in `held`).
+    fn carry_out(&mut self, order: InitOrder, fds: Vec<OwnedFd>) -> bool {
+        match order {
+            InitOrder::Exec {
+                id,
+                argv,
+                env,
+                cwd,
+                limits,
+            } => {
+                let command = ExecCommand {
+                    argv,
+                    env,
+                    cwd,
+                    limits,
+                };
+                match checked(id, command, fds) {
+                    Ok(exec) => return self.try_exec(exec, std::time::Instant::now()),
+                    Err(Refusal { message, busy }) => {
+                        self.execs += 1;
+                        self.reply(&InitReply::Refused { id, message, busy });
+                    }
+                }
+            }
+            InitOrder::Configure { id, config } => self.configure(id, config),
+            InitOrder::StartAhead { id } => {
+                if self.ready.is_none() {
+                    self.ready = Ready::start(&self.current());
+                }
+                self.reply(&InitReply::Configured { id });
+            }
+            InitOrder::Signal { .. } | InitOrder::OpenRoot { .. } => self.receive(order, fds),
+        }
+        true
+    }
+
+    /// Later execs follow `config`'s binds and limits.
+    fn configure(&mut self, id: u64, config: crate::session::LateConfig) {
+        self.spec.limits = config.limits;
+        hold_process_limit(self.ctx, &self.spec);
+        if let Some(p) = self.plan.as_mut() {
+            p.set_user_binds(config.binds);
+            p.set_file_paths(config.files);
+        }
+        // The old ruleset goes first, so that the new one can take a free
+        // descriptor number.
+        drop(self.landlock.take());
+        self.landlock = prepare_landlock(self.ctx, &self.spec, self.plan.as_ref());
+        self.reply(&InitReply::Configured { id });
+        // A waiting exec was set up with the old settings: a session of
+        // several commands gets one with the new; a claimed pooled sandbox
+        // starts its first on order.
+        if let Some(old) = self.ready.take() {
+            old.discard();
+            if self.execs >= 2 && self.leaders.is_empty() {
+                self.ready = Ready::start(&self.current());
+            }
+        }
+    }
+
+    /// Start an exec, first tried at `since`; false when its leader
+    /// cannot be forked yet and it is held to be tried again.
+    fn try_exec(&mut self, exec: ExecOrder, since: std::time::Instant) -> bool {
+        let id = exec.id;
+        let reply = match self.start_exec(exec) {
+            Attempt::Started(pid) => {
+                self.leaders.insert(id, pid);
+                InitReply::Started { id, pid }
+            }
+            Attempt::NotForked(exec, e) if may_wait(&e, since) => {
+                self.held.push_front(Held::Exec(exec, since));
+                return false;
+            }
+            Attempt::NotForked(_, e) => {
+                let Refusal { message, busy } =
+                    clone_refusal(&e, "the command's process namespace");
+                InitReply::Refused { id, message, busy }
+            }
+        };
+        // The next is started ahead once this one has ended; a session of
+        // a single command (create, exec, delete) holds no waiting
+        // processes after it (a pooled sandbox holds its first one,
+        // `StartAhead`).
+        self.execs += 1;
+        self.ahead_failed = false;
+        self.reply(&reply);
+        true
+    }
+
+    /// Hand the order to the waiting exec, or fork the exec's leader into
+    /// a new PID namespace.
+    fn start_exec(&mut self, exec: ExecOrder) -> Attempt {
+        if let Some(pid) = self
+            .ready
+            .take()
+            .and_then(|r| r.go(&exec.command, &exec.fds))
+        {
+            return Attempt::Started(pid);
+        }
+        let now = self.current();
+        let mut spec = self.spec.clone();
+        spec.argv = exec.command.argv.clone();
+        spec.env = exec.command.env.clone();
+        spec.cwd = exec.command.cwd.clone();
+        spec.stdin = StdinMode::Inherit;
+        match sys::clone_sandbox(libc::CLONE_NEWPID) {
+            Ok(Forked::Child) => leader_main(&now, &spec, exec.command.limits, exec.fds),
+            Ok(Forked::Parent { pid, pidfd }) => {
+                drop(pidfd);
+                Attempt::Started(pid)
+            }
+            Err(e) => Attempt::NotForked(exec, e),
+        }
+    }
+}
+
+/// Whether an exec first tried at `since` may wait after its leader's
+/// fork failed with `e`. At the process limit (EAGAIN) it waits up to
+/// [`LIMIT_LAG`] for commands that have ended to be reaped. The engine
+/// caps the running execs below the namespace allowance, so ENOSPC means
+/// the kernel has not yet counted off namespaces whose processes are gone
+/// (it does so after RCU grace periods): that waits up to
+/// [`NAMESPACE_LAG`].
+fn may_wait(e: &std::io::Error, since: std::time::Instant) -> bool {
+    let lag = match e.raw_os_error() {
+        Some(libc::EAGAIN) => LIMIT_LAG,
+        Some(libc::ENOSPC) => NAMESPACE_LAG,
+        _ => return false,
+    };
+    since.elapsed() < lag
+}
+
+/// An exec order with the descriptors it must carry and a command.
+fn checked(id: u64, command: ExecCommand, fds: Vec<OwnedFd>) -> Result<ExecOrder, Refusal> {
+    let Ok(fds): Result<[OwnedFd; EXEC_FDS], _> = fds.try_into() else {
+        return Err(Refusal::invalid(format!(
+            "exec {id}: expected {EXEC_FDS} descriptors"
+        )));
+    };
+    if command.argv.is_empty() {
+        return Err(Refusal::invalid("no command given".into()));
+    }
+    Ok(ExecOrder { id, command, fds })
 }
 
 /// Without a pids cgroup the sandbox's process limit is RLIMIT_NPROC,
@@ -222,50 +453,6 @@ fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>, ready: &mut Option<Read
     ready_died
 }
 
-/// Carry out an order (an exec goes to the waiting one, if any).
-fn handle(
-    ctx: &ChildContext<'_>,
-    control: BorrowedFd<'_>,
-    order: InitOrder,
-    fds: Vec<OwnedFd>,
-    leaders: &mut HashMap<u64, libc::pid_t>,
-    ready: Option<Ready>,
-) {
-    match order {
-        InitOrder::Exec {
-            id,
-            argv,
-            env,
-            cwd,
-            limits,
-        } => {
-            let command = ExecCommand {
-                argv,
-                env,
-                cwd,
-                limits,
-            };
-            let reply = match start_exec(ctx, id, command, fds, ready, leaders) {
-                Ok(pid) => {
-                    leaders.insert(id, pid);
-                    InitReply::Started { id, pid }
-                }
-                Err(Refusal { message, busy }) => InitReply::Refused { id, message, busy },
-            };
-            let _ = send_message(control, &reply, &[]);
-        }
-        InitOrder::Signal { id, signal } => {
-            if let Some(&pid) = leaders.get(&id) {
-                // SAFETY: kill(2) on our own unreaped child (its pid cannot
-                // have been reused); SIGKILL ends its PID namespace.
-                unsafe { libc::kill(pid, signal) };
-            }
-        }
-        InitOrder::Configure { .. } | InitOrder::OpenRoot { .. } | InitOrder::StartAhead { .. } => {
-        }
-    }
-}
-
 /// Answer an [`InitOrder::OpenRoot`]: this process's `/`, O_PATH.
 fn send_root(control: BorrowedFd<'_>, id: u64) {
     use rustix::fs::{Mode, OFlags};
@@ -315,49 +502,6 @@ impl Refusal {
     }
 }
 
-/// Hand the order to the waiting exec, or fork the exec's leader into a
-/// new PID namespace; returns the leader's pid.
-fn start_exec(
-    ctx: &ChildContext<'_>,
-    id: u64,
-    command: ExecCommand,
-    fds: Vec<OwnedFd>,
-    ready: Option<Ready>,
-    leaders: &mut HashMap<u64, libc::pid_t>,
-) -> Result<libc::pid_t, Refusal> {
-    let Ok(fds): Result<[OwnedFd; EXEC_FDS], _> = fds.try_into() else {
-        if let Some(r) = ready {
-            r.discard();
-        }
-        return Err(Refusal::invalid(format!(
-            "exec {id}: expected {EXEC_FDS} descriptors"
-        )));
-    };
-    if command.argv.is_empty() {
-        if let Some(r) = ready {
-            r.discard();
-        }
-        return Err(Refusal::invalid("no command given".into()));
-    }
-    if let Some(pid) = ready.and_then(|r| r.go(&command, &fds)) {
-        return Ok(pid);
-    }
-    let limits = command.limits;
-    let mut spec = ctx.spec.clone();
-    spec.argv = command.argv;
-    spec.env = command.env;
-    spec.cwd = command.cwd;
-    spec.stdin = StdinMode::Inherit;
-    match clone_exec_namespace(|| reap_ended(leaders)) {
-        Ok(Forked::Child) => leader_main(ctx, &spec, limits, fds),
-        Ok(Forked::Parent { pid, pidfd }) => {
-            drop(pidfd);
-            Ok(pid)
-        }
-        Err(e) => Err(clone_refusal(&e, "the command's process namespace")),
-    }
-}
-
 /// What a failed clone of an exec's leader tells the caller. A process
 /// limit reached (the sandbox's own: EAGAIN), namespaces the kernel has
 /// not yet counted off (ENOSPC) and memory short (ENOMEM) pass: they are
@@ -391,43 +535,6 @@ fn clone_refusal(e: &std::io::Error, what: &str) -> Refusal {
 /// it is reaped: the next command may come in that moment. A limit that
 /// stays full (a command still running) is reported after this wait.
 pub(crate) const LIMIT_LAG: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// Fork an exec's leader into a new PID namespace. The engine caps the
-/// running execs below the namespace allowance, so ENOSPC means the kernel
-/// has not yet counted off namespaces whose processes are gone (it does so
-/// after RCU grace periods, `session::LINGERING_PID_NAMESPACES`): wait for
-/// it, up to a second, rather than fail the order. At the process limit
-/// (EAGAIN) `reap` takes the leaders that have ended off the count, for up
-/// to [`LIMIT_LAG`].
-fn clone_exec_namespace(mut reap: impl FnMut()) -> std::io::Result<Forked> {
-    let start = std::time::Instant::now();
-    loop {
-        match sys::clone_sandbox(libc::CLONE_NEWPID) {
-            Err(e)
-                if e.raw_os_error() == Some(libc::ENOSPC)
-                    && start.elapsed() < std::time::Duration::from_secs(1) =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && start.elapsed() < LIMIT_LAG => {
-                reap();
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Reap the leaders that have ended (the waiting exec's is not among them:
-/// it was handed the order or discarded before this is called).
-fn reap_ended(leaders: &mut HashMap<u64, libc::pid_t>) {
-    while let Ok((pid, _, _)) = sys::wait4(-1, libc::WNOHANG) {
-        if pid <= 0 {
-            break;
-        }
-        leaders.retain(|_, p| *p != pid);
-    }
-}
 
 /// PID 1 of one exec: start the workload, reap, forward signals, report
 /// how the workload ended, and leave (taking the rest of the tree along).

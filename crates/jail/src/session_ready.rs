@@ -33,6 +33,8 @@ use crate::test_switch::{off, Switch};
 /// A leader and workload waiting for an order (held by the init).
 pub(crate) struct Ready {
     leader: libc::pid_t,
+    /// Readable once the leader has exited.
+    exited: OwnedFd,
     to_leader: OwnedFd,
     to_workload: OwnedFd,
 }
@@ -62,14 +64,12 @@ impl Ready {
                 drop((to_leader, to_workload));
                 leader_main(ctx, leader_end, workload_end)
             }
-            Ok(Forked::Parent { pid, pidfd }) => {
-                drop(pidfd);
-                Some(Ready {
-                    leader: pid,
-                    to_leader,
-                    to_workload,
-                })
-            }
+            Ok(Forked::Parent { pid, pidfd }) => Some(Ready {
+                leader: pid,
+                exited: pidfd,
+                to_leader,
+                to_workload,
+            }),
             Err(_) => None,
         }
     }
@@ -111,15 +111,30 @@ impl Ready {
     /// Kill the pair (its PID namespace goes with its leader) and reap
     /// the leader before going on: until then both count against the
     /// sandbox's process limit, and the command the init starts next
-    /// would find the limit short by two.
+    /// would find the limit short by two. The wait is bounded by
+    /// [`DISCARD_WAIT`] (a process of the pair stuck in the kernel holds
+    /// its leader back): the init then goes on, and reaps the leader with
+    /// the others once it has exited.
     pub(crate) fn discard(self) {
         // SAFETY: kill(2) on the init's own unreaped child.
         unsafe { libc::kill(self.leader, libc::SIGKILL) };
         // The leader exits once its namespace's last process is gone (the
         // kernel kills and reaps the workload first).
-        let _ = sys::wait4(self.leader, 0);
+        let wait = rustix::fs::Timespec {
+            tv_sec: DISCARD_WAIT.as_secs() as _,
+            tv_nsec: 0,
+        };
+        let mut exited = [rustix::event::PollFd::new(
+            &self.exited,
+            rustix::event::PollFlags::IN,
+        )];
+        let _ = rustix::event::poll(&mut exited, Some(&wait));
+        let _ = sys::wait4(self.leader, libc::WNOHANG);
     }
 }
+
+/// How long discarding a waiting pair waits for its leader to exit.
+const DISCARD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The waiting leader: start the workload, wait for the order's
 /// descriptors, then lead as any exec's leader does. Leaves (taking the

@@ -840,6 +840,7 @@ const CASES: &[&str] = &[
     "pooled_first_exec_without_landlock_signals_its_leader",
     "a_claim_with_a_process_limit_has_all_of_it_for_its_first_command",
     "commands_back_to_back_have_the_whole_process_limit",
+    "a_kill_is_carried_out_while_an_exec_waits_at_the_limit",
 ];
 
 /// The kernel counts a PID namespace off some 30 ms after its last
@@ -975,6 +976,41 @@ async fn commands_back_to_back_have_the_whole_process_limit(engine: &Engine) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// An exec at the process limit waits (up to `LIMIT_LAG`, 50 ms) for
+/// commands that have ended to leave the count; meanwhile the init still
+/// carries out other orders. A kill sent while the exec waits ends its
+/// command at once, and the waiting exec runs in the room it leaves. An
+/// init that waited inside the order refused the exec first (busy) and
+/// only then read the kill: a timeout's kill waited behind it.
+async fn a_kill_is_carried_out_while_an_exec_waits_at_the_limit(engine: &Engine) {
+    // The init, one exec's leader and its `sleep`: 3 processes.
+    let (sb, sleeping) = sandbox_with_a_sleep(engine, 3).await;
+    let waiting = {
+        let sb = sb.clone();
+        tokio::spawn(async move { sb.exec(req(&["echo", "after"])).await })
+    };
+    // The order is at the init within a few milliseconds, well inside
+    // the 50 ms it may wait.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    sleeping.kill().await;
+    let killed = sleeping.wait().await;
+    assert_ne!(killed.exit_code, 0, "the sleep was killed: {killed:?}");
+    match waiting.await {
+        Ok(Ok(p)) => {
+            let exit = p.wait().await;
+            assert_eq!(exit.exit_code, 0, "the exec that waited: {exit:?}");
+        }
+        Ok(Err(e)) => {
+            panic!("the exec that waited at the limit was refused although the kill made room: {e}")
+        }
+        Err(e) => panic!("{e}"),
+    }
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// A session limited to `pids` processes.
 async fn limited(engine: &Engine, pids: u64) -> Arc<Session> {
     let mut s = spec();
@@ -1089,6 +1125,7 @@ fn main() {
         case!(timeout_kills_the_tree_not_the_session);
         case!(an_exec_past_the_process_limit_is_refused_as_busy);
         case!(commands_back_to_back_have_the_whole_process_limit);
+        case!(a_kill_is_carried_out_while_an_exec_waits_at_the_limit);
         case!(reattach_after_exit);
         case!(destroy_leaves_nothing);
         case!(sessions_do_not_share_tmp);
