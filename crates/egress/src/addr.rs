@@ -29,7 +29,7 @@ const METADATA_V6: &[Ipv6Addr] = &[Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 
 /// than IANA in two places: the anycast addresses a local router answers
 /// (PCP, TURN, DNS-SD SRP) are refused, and so is the whole IETF block
 /// 192.0.0.0/24. An IPv6 address that carries an IPv4 address is judged by
-/// the IPv4 address (see [`embedded_v4`]).
+/// the IPv4 address (see `embedded_v4`).
 pub fn classify(ip: IpAddr) -> Option<AddrClass> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),

@@ -1,6 +1,6 @@
 //! Long-lived sandboxes: the supervisor side of a session.
 //!
-//! [`start_session`] builds a sandbox like [`crate::run`] does (namespaces,
+//! [`start_session`] builds a sandbox like [`crate::run()`] does (namespaces,
 //! root, cgroup, seccomp program, proxy listener) but its init does not run
 //! a command: it serves [`InitOrder`]s on a control socket
 //! (crate::session_init). Whoever holds the control socket starts commands

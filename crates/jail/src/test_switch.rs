@@ -3,7 +3,7 @@
 //! show that the layers left stop an attack on their own, and that the test
 //! fails when the layer it names is gone.
 //!
-//! Only debug builds read the variable. In a release build [`off`] is
+//! Only debug builds read the variable. In a release build `off` is
 //! always false (the code that reads the variable is not compiled) and
 //! [`check`] refuses a run while the variable is set, so nobody mistakes a
 //! release binary for one that honours it.

@@ -1,6 +1,6 @@
 //! The web console's routes (`/ui`): the page and its assets (compiled
 //! in, see `cordon_console::assets`), login and logout, and the session's
-//! CSRF token; and the cookie side of authentication ([`caller`], used by
+//! CSRF token; and the cookie side of authentication (`caller`, used by
 //! [`crate::auth`]).
 //!
 //! A login (`POST /ui/login`, a form with a token; on the unix socket an

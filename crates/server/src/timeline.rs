@@ -409,7 +409,7 @@ pub struct VerifyView {
     pub checked_unix_ms: u64,
 }
 
-/// One chain check at a time; the last one reused for [`VERIFY_REUSE`].
+/// One chain check at a time; the last one reused for `VERIFY_REUSE`.
 #[derive(Debug, Default)]
 pub struct Verifier {
     last: tokio::sync::Mutex<Option<(Instant, VerifyView)>>,
