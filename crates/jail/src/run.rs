@@ -658,14 +658,16 @@ fn cgroup_detail(support: &cgroup::Support) -> String {
             detail.push(format!("{what}:{:?}", p.version).to_lowercase());
         }
     }
-    let mut text = detail.join(" ");
-    if !support.complete() {
-        text.push_str(&format!(
-            "; missing controllers fall back to rlimits ({})",
-            support.problems.join("; ")
-        ));
+    let in_use = detail.join(" ");
+    if support.complete() {
+        return in_use;
     }
-    text
+    let why = support.problems.join("; ");
+    if in_use.is_empty() {
+        format!("no usable controller, the limits fall back to rlimits ({why})")
+    } else {
+        format!("{in_use}; missing controllers fall back to rlimits ({why})")
+    }
 }
 
 /// One side's ends of the channels between the supervisor and the
@@ -1040,6 +1042,38 @@ mod tests {
     use super::*;
     use crate::cgroup::Support;
     use crate::seccomp::bpf::{Asm, Cmp, NR};
+
+    /// The cgroup layer's detail names the controllers in use and why
+    /// the others are missing, and reads as a sentence when none is
+    /// usable (a rootless caller on a host without delegation).
+    #[test]
+    fn the_cgroup_detail_says_what_is_used_and_why_the_rest_is_not() {
+        let problem = "cgroup v1 pids hierarchy /sys/fs/cgroup/pids is not writable by uid 1001";
+        let none = Support {
+            problems: vec![problem.into()],
+            ..Support::default()
+        };
+        assert_eq!(
+            cgroup_detail(&none),
+            format!("no usable controller, the limits fall back to rlimits ({problem})")
+        );
+        let memory_only = Support {
+            memory: Some(crate::cgroup::Place {
+                version: crate::cgroup::Version::V2,
+                parent: "/sys/fs/cgroup/user".into(),
+            }),
+            problems: vec![problem.into()],
+            ..Support::default()
+        };
+        assert_eq!(
+            cgroup_detail(&memory_only),
+            format!("memory:v2; missing controllers fall back to rlimits ({problem})")
+        );
+        let mut both = memory_only.clone();
+        both.pids = both.memory.clone();
+        both.problems.clear();
+        assert_eq!(cgroup_detail(&both), "memory:v2 pids:v2");
+    }
 
     /// Refuse clone3 with ENOSYS on this thread and its children, as a
     /// container runtime's seccomp filter does.
