@@ -69,3 +69,79 @@ fn landlock_seccomp_and_rlimits_hold_without_namespaces() {
     assert_eq!(o.report["enforcement"]["isolation"], "process");
     assert!(o.stderr.contains("not enforced"), "{}", o.stderr);
 }
+
+/// Forks up to `argv[1]` children (each waits), ends them, and says how
+/// many it made and why it stopped.
+const FORK_UP_TO: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int cap = argc > 1 ? atoi(argv[1]) : 0, n = 0, err = 0;
+    pid_t kids[1024];
+    if (cap > 1024) cap = 1024;
+    for (; n < cap; n++) {
+        pid_t p = fork();
+        if (p == 0) { pause(); _exit(0); }
+        if (p < 0) { err = errno; break; }
+        kids[n] = p;
+    }
+    for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
+    for (int i = 0; i < n; i++) waitpid(kids[i], NULL, 0);
+    if (err) printf("forked %d then %s\n", n, strerrorname_np(err));
+    else printf("forked %d and never refused\n", n);
+    return 0;
+}
+"#;
+
+/// Layer: rlimits (RLIMIT_NPROC), where the process limit has no pids
+/// cgroup (the rootless pass; as root the pids cgroup counts the sandbox
+/// alone and bounds the same loop). Without a user namespace the kernel
+/// counts every process and thread of the caller's user against
+/// RLIMIT_NPROC, so cordon sets it on top of what the user runs: a sandbox
+/// whose user runs more than its limit elsewhere still forks (set to the
+/// bare limit, its `sh` could not fork a pipeline), and a fork loop inside
+/// still stops near the limit (without the limit it makes all 300).
+#[test]
+fn the_process_limit_counts_the_sandbox_not_the_users_other_processes() {
+    let w = Workdir::new();
+    let mut others: Vec<std::process::Child> = (0..40)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .expect("sleep")
+        })
+        .collect();
+    let flags = ["--no-audit", "--isolation", "process", "--pids", "16"];
+    let o = w.run(&flags, &["sh", "-c", "echo one | cat; echo two | cat"]);
+    for p in &mut others {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (0, "one\ntwo\n"),
+        "with 40 other processes of its user: {}",
+        o.stderr
+    );
+
+    let bin = w.compile_c("forkupto", FORK_UP_TO);
+    let o = w.run(&flags, &[bin.to_str().expect("utf8"), "300"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = o.stdout.trim_end();
+    let n: u32 = line
+        .strip_prefix("forked ")
+        .and_then(|r| r.strip_suffix(" then EAGAIN"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the loop was never refused: {line}"));
+    // The user's processes that end during the run (other tests') leave
+    // their room to the sandbox: near 16, never far past it.
+    assert!(n <= 16 + 48, "forked {n} children under --pids 16");
+    assert_eq!(o.report["limits"]["pids"], 16);
+}

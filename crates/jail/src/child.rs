@@ -776,6 +776,40 @@ fn get_rlimit(resource: sys::RlimitResource) -> std::io::Result<libc::rlimit> {
     Ok(cur)
 }
 
+/// The processes and threads of this process's real user on the host,
+/// as RLIMIT_NPROC counts them outside a user namespace: `Threads:` summed
+/// over every `/proc/PID/status` whose real uid is ours. A moment's count:
+/// the user's processes that start or end later move what is left for the
+/// sandbox. 0 when /proc cannot be read (the limit is then the bare one).
+fn tasks_of_this_user() -> u64 {
+    let uid = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut tasks = 0u64;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        // A process that ended meanwhile has no status to read.
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        if field("Uid:") == Some(u64::from(uid)) {
+            tasks += field("Threads:").unwrap_or(1);
+        }
+    }
+    tasks
+}
+
 /// Lower a limit, never raising it above what we were given.
 fn lower_rlimit(resource: sys::RlimitResource, value: u64) -> std::io::Result<()> {
     let value = value.min(get_rlimit(resource)?.rlim_max);
@@ -816,7 +850,16 @@ fn apply_rlimits(ctx: &ChildContext<'_>) -> std::io::Result<()> {
         // it sits one above, so that the cgroup refuses first and the
         // breach is counted (fork checks the rlimit before the cgroup).
         if ctx.rlimit_pids {
-            lower_rlimit(libc::RLIMIT_NPROC, n)?;
+            // Without a user namespace of the sandbox's own (the process
+            // level) the kernel counts every process and thread of the
+            // caller's user on the host against it: the sandbox gets the
+            // limit on top of what the user runs now, or a user with more
+            // than the limit running elsewhere could not fork at all.
+            let others = match ctx.spec.isolation.level {
+                IsolationLevel::Namespaces => 0,
+                IsolationLevel::Process => tasks_of_this_user(),
+            };
+            lower_rlimit(libc::RLIMIT_NPROC, n.saturating_add(others))?;
         } else if ctx.spec.isolation.level == IsolationLevel::Namespaces {
             lower_rlimit(libc::RLIMIT_NPROC, n.saturating_add(1))?;
         }

@@ -269,14 +269,19 @@ fn rlimits_in_force(spec: &Spec, rlimit_pids: bool, rlimit_memory: bool) -> Stri
         rl.push("fsize".into());
     }
     if spec.limits.pids.is_some() {
-        rl.push(
-            if rlimit_pids {
-                "nproc (instead of cgroup pids)"
-            } else {
-                "nproc"
-            }
-            .into(),
-        );
+        // As child.rs sets it: under the cgroup in a user namespace of the
+        // sandbox's own; in its stead without the cgroup; on top of the
+        // user's host processes without a user namespace.
+        let nproc = match (rlimit_pids, spec.isolation.level) {
+            (true, IsolationLevel::Namespaces) => Some("nproc (instead of cgroup pids)"),
+            (true, IsolationLevel::Process) => Some(
+                "nproc (instead of cgroup pids; on top of what the caller's user runs on the host, \
+                 which the kernel counts with the sandbox's processes without a user namespace)",
+            ),
+            (false, IsolationLevel::Namespaces) => Some("nproc"),
+            (false, IsolationLevel::Process) => None,
+        };
+        rl.extend(nproc.map(str::to_owned));
     }
     if spec.limits.memory.is_some() && rlimit_memory {
         rl.push("as (instead of cgroup memory)".into());
