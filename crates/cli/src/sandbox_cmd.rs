@@ -43,9 +43,11 @@ enum SandboxCommand {
         after_help = "Examples:\n  cordon sandbox exec $SB -- pip install requests\n  cordon sandbox exec $SB --timeout 30s --cwd /tmp -- python3 -c 'print(6*7)'\n  echo hi | cordon sandbox exec $SB --stdin -- cat"
     )]
     Exec(ExecArgs),
-    /// Copy a file into or out of a sandbox (SB:/path names the sandbox side).
+    /// Copy a file into or out of a sandbox, or a directory out of one
+    /// (SB:/path names the sandbox side). A directory is copied to a new
+    /// local path, never merged into an existing one.
     #[command(
-        after_help = "Examples:\n  cordon sandbox cp ./data.csv $SB:/tmp/data.csv\n  cordon sandbox cp $SB:/tmp/out.json ./out.json"
+        after_help = "Examples:\n  cordon sandbox cp ./data.csv $SB:/tmp/data.csv\n  cordon sandbox cp $SB:/tmp/out.json ./out.json\n  cordon sandbox cp $SB:/workspace/results ./results\n\nA directory into a sandbox, as a tar stream:\n  tar -C ./src -cf - . | cordon sandbox exec $SB --stdin -- tar -C /workspace -xf -"
     )]
     Cp { from: String, to: String },
     /// Tear sandboxes down.
@@ -341,24 +343,125 @@ fn files_path(id: &str, path: &str) -> anyhow::Result<String> {
 
 async fn copy(client: &mut Client, from: &str, to: &str) -> anyhow::Result<()> {
     match (remote(from), remote(to)) {
-        (None, Some((id, path))) => {
-            let data = std::fs::read(from).with_context(|| format!("cannot read {from}"))?;
-            let resp = client
-                .send(Method::PUT, &files_path(id, path)?, Some("application/octet-stream"), None, data)
-                .await?;
-            let status = resp.status();
-            let body = resp.into_body().collect().await?.to_bytes();
-            check(status, &body)
-        }
-        (Some((id, path)), None) => {
-            let resp = client.send(Method::GET, &files_path(id, path)?, None, None, Vec::new()).await?;
-            let status = resp.status();
-            let body = resp.into_body().collect().await?.to_bytes();
-            check(status, &body)?;
-            write_atomically(Path::new(to), &body)
-        }
+        (None, Some((id, path))) => copy_in(client, from, id, path).await,
+        (Some((id, path)), None) => copy_out(client, id, path, Path::new(to)).await,
         _ => bail!("name exactly one side as SB:/absolute/path, e.g. `cordon sandbox cp ./a.csv SB:/tmp/a.csv`"),
     }
+}
+
+/// A local file into the sandbox (the API writes it atomically).
+async fn copy_in(client: &mut Client, from: &str, id: &str, path: &str) -> anyhow::Result<()> {
+    if Path::new(from).is_dir() {
+        bail!(
+            "{from} is a directory; `cordon sandbox cp` copies one file into a sandbox. \
+             Send a directory as a tar stream: \
+             tar -C {from} -cf - . | cordon sandbox exec {id} --stdin -- tar -C {path} -xf -"
+        );
+    }
+    let data = std::fs::read(from).with_context(|| format!("cannot read {from}"))?;
+    let resp = client
+        .send(
+            Method::PUT,
+            &files_path(id, path)?,
+            Some("application/octet-stream"),
+            None,
+            data,
+        )
+        .await?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    check(status, &body)
+}
+
+/// A file out of the sandbox, written atomically; a directory (the API
+/// lists it as JSON) as its tar stream, unpacked into a new directory. As
+/// with `cp`, a `to` that is a directory receives it under its own name.
+async fn copy_out(client: &mut Client, id: &str, path: &str, to: &Path) -> anyhow::Result<()> {
+    let into;
+    let to = if to.is_dir() {
+        let Some(name) = Path::new(path).file_name() else {
+            bail!("{path} has no name to copy it under; name the local path, e.g. ./root-copy");
+        };
+        into = to.join(name);
+        into.as_path()
+    } else {
+        to
+    };
+    let resp = client
+        .send(Method::GET, &files_path(id, path)?, None, None, Vec::new())
+        .await?;
+    let status = resp.status();
+    let listing = resp
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let body = resp.into_body().collect().await?.to_bytes();
+    check(status, &body)?;
+    if listing {
+        copy_directory_out(client, id, path, to).await
+    } else {
+        write_atomically(to, &body)
+    }
+}
+
+/// The sandbox's directory `path` as a new local directory `to`: its tar
+/// stream is spooled to a file and unpacked into a temporary directory
+/// beside `to`, which is then renamed into place, so a failed copy leaves
+/// nothing. The `tar` crate skips entries with `..` and refuses to write
+/// through a symlink out of the directory; set-id bits are dropped.
+async fn copy_directory_out(
+    client: &mut Client,
+    id: &str,
+    path: &str,
+    to: &Path,
+) -> anyhow::Result<()> {
+    if to.symlink_metadata().is_ok() {
+        bail!(
+            "{} exists; a directory is copied to a new path, never merged into an existing one",
+            to.display()
+        );
+    }
+    let parent = to
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tar_path = format!("{}?format=tar", files_path(id, path)?);
+    let resp = client
+        .send(Method::GET, &tar_path, None, None, Vec::new())
+        .await?;
+    let status = resp.status();
+    let mut body = resp.into_body();
+    let mut spooled = tempfile::tempfile_in(parent)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
+    let mut error_body = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if status.is_success() {
+                spooled.write_all(&data)?;
+            } else {
+                error_body.extend_from_slice(&data);
+            }
+        }
+    }
+    check(status, &error_body)?;
+    spooled.flush()?;
+    std::io::Seek::rewind(&mut spooled)?;
+    let unpacked = tempfile::Builder::new()
+        .prefix(".cordon-cp-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot write in {}", parent.display()))?;
+    let mut archive = tar::Archive::new(std::io::BufReader::new(spooled));
+    archive.set_preserve_permissions(false);
+    archive.set_preserve_ownerships(false);
+    archive.set_unpack_xattrs(false);
+    archive
+        .unpack(unpacked.path())
+        .with_context(|| format!("cannot unpack the copy of {path}"))?;
+    let unpacked = unpacked.keep();
+    std::fs::rename(&unpacked, to).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&unpacked);
+        anyhow::anyhow!("cannot move the copy into {}: {e}", to.display())
+    })
 }
 
 fn write_atomically(to: &Path, data: &[u8]) -> anyhow::Result<()> {

@@ -829,6 +829,101 @@ fn cp_copies_into_and_out_of_a_sandbox() {
     );
 }
 
+/// A directory comes out as a new local directory: its files, its
+/// symlinks as links (never followed: the one planted here names a host
+/// file), no set-id bit. Into an existing directory, a file or directory
+/// goes under its own name, as with `cp`; a directory never lands on a
+/// path that exists (refused, not merged into); a copy leaves no
+/// temporary files. Before, the directory's JSON listing was written as
+/// a file, and the README's copy into `.` failed. A directory cannot go
+/// in this way, and the refusal says how (a tar stream through `exec
+/// --stdin`).
+#[test]
+fn cp_copies_a_directory_out_as_a_new_directory() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let (_, out, _) = s.cli(&["create"]);
+    let sb = out.trim().to_owned();
+    let (code, _, err) = s.cli(&[
+        "exec",
+        &sb,
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p /workspace/res/sub && echo a > /workspace/res/a.txt && \
+         echo b > /workspace/res/sub/b.txt && chmod 4755 /workspace/res/a.txt && \
+         ln -s /etc/passwd /workspace/res/passwd-link",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let local = s.dir.path().join("res");
+    let (code, _, err) = s.cli(&[
+        "cp",
+        &format!("{sb}:/workspace/res"),
+        local.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(local.join("a.txt")).unwrap(), "a\n");
+    assert_eq!(
+        std::fs::read_to_string(local.join("sub/b.txt")).unwrap(),
+        "b\n"
+    );
+    let link = local.join("passwd-link");
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        PathBuf::from("/etc/passwd")
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(local.join("a.txt"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o7000, 0, "no set-id bit comes out: {mode:o}");
+
+    // Into a directory that exists: under its own name, as `cp` does
+    // (the README's `cordon sandbox cp $SB:/workspace/out.json .`).
+    for remote in ["/workspace/res/sub/b.txt", "/workspace/res"] {
+        let (code, _, err) = s.cli(&["cp", &format!("{sb}:{remote}"), local.to_str().unwrap()]);
+        assert_eq!(code, 0, "{remote}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(local.join("b.txt")).unwrap(), "b\n");
+    assert_eq!(
+        std::fs::read_to_string(local.join("res/sub/b.txt")).unwrap(),
+        "b\n"
+    );
+
+    // A copy that would land on something that exists is refused.
+    std::fs::write(local.join("res/a.txt"), "mine\n").unwrap();
+    for to in [local.join("res/a.txt"), local.clone()] {
+        let (code, _, err) = s.cli(&["cp", &format!("{sb}:/workspace/res"), to.to_str().unwrap()]);
+        assert_ne!(code, 0, "{}", to.display());
+        assert!(err.contains("exists"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(local.join("res/a.txt")).unwrap(),
+        "mine\n",
+        "an existing directory is never merged into"
+    );
+    let (code, _, err) = s.cli(&[
+        "cp",
+        local.to_str().unwrap(),
+        &format!("{sb}:/workspace/in"),
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("is a directory") && err.contains("tar -C"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".cordon-cp-"))
+        .collect();
+    assert!(left.is_empty(), "temporary copies left: {left:?}");
+}
+
 #[test]
 fn a_secret_is_a_placeholder_inside_and_for_the_owner_only() {
     if ready() {
