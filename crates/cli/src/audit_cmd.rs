@@ -58,10 +58,10 @@ pub enum AuditCommand {
     },
     /// Everything about one run: start, egress, incidents, end, output, profile, code
     #[command(
-        after_help = "Examples:\n  cordon audit show 0194f3a2c1d0\n  cordon audit show 0194f3a2c1d0 --json"
+        after_help = "Examples:\n  cordon audit show last\n  cordon audit show 0194f3a2c1d0\n  cordon audit show 0194f3a2c1d0 --json"
     )]
     Show {
-        /// Run id, or a unique prefix of one
+        /// Run id, a unique prefix of one, or `last` (the newest run)
         run_id: String,
         /// One JSON document
         #[arg(long)]
@@ -177,6 +177,19 @@ fn tail(
 
 /// `cordon audit show`: one run, with its code and profile.
 fn show(store: &AuditStore, out: &mut Out<'_>, run_id: &str, json: bool) -> anyhow::Result<()> {
+    // `last` is no run id's prefix: ids are hexadecimal.
+    let newest;
+    let run_id = if run_id == "last" {
+        newest = store
+            .runs(1)?
+            .into_iter()
+            .next()
+            .map(|r| r.run_id)
+            .ok_or_else(|| anyhow::anyhow!("the audit store holds no run yet"))?;
+        newest.as_str()
+    } else {
+        run_id
+    };
     let view = store.show(run_id)?;
     if json {
         let blob = |b: &Option<cordon_audit::Blob>| {

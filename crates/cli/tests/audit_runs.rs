@@ -384,6 +384,30 @@ fn benign_run_is_recorded_with_command_code_profile_outcome_and_output() {
     assert!(v.stdout.contains("anchor found"), "{}", v.stdout);
 }
 
+/// `cordon audit show last` is the newest run; before any run it says
+/// there is none instead of looking for a run named "last".
+#[test]
+fn show_last_is_the_newest_run() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let s = Store::new();
+    let empty = s.cli(&["show", "last"]);
+    assert!(!empty.status.success());
+    assert!(
+        String::from_utf8_lossy(&empty.stderr).contains("nothing has been audited"),
+        "{}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
+    let first = run_id(&s.run(&w, &[], &["true"]));
+    let second = run_id(&s.run(&w, &[], &["false"]));
+    assert_ne!(first, second);
+    let last = s.show("last");
+    assert_eq!(last["run_id"], second.as_str());
+    assert_eq!(last, s.show(&second));
+}
+
 #[test]
 fn script_files_are_stored_as_code_and_binaries_are_not() {
     if ready() {
