@@ -529,7 +529,8 @@ pub struct Session {
     last_active_ms: AtomicU64,
     ended: Mutex<Option<EndCause>>,
     end_signal: tokio::sync::Notify,
-    processes: Mutex<Vec<Arc<Process>>>,
+    /// Shared with the task that starts each exec (see [`Session::exec`]).
+    processes: Arc<Mutex<Vec<Arc<Process>>>>,
     /// How many execs run; which finished ones keep their output.
     book: Arc<ExecBook>,
     next_process: AtomicU64,
@@ -562,7 +563,7 @@ impl Session {
             last_active_ms: AtomicU64::new(0),
             ended: Mutex::new(None),
             end_signal: tokio::sync::Notify::new(),
-            processes: Mutex::new(Vec::new()),
+            processes: Arc::new(Mutex::new(Vec::new())),
             book: Arc::new(ExecBook::new(config.finished_output, config.finished_kept)),
             next_process: AtomicU64::new(1),
             event_buffer: config.event_buffer,
@@ -759,21 +760,25 @@ impl Session {
         let id = self.next_process.fetch_add(1, Ordering::SeqCst);
         let env = merged_env(&self.spec.env, &req.env);
         let cwd = req.cwd.clone().unwrap_or_else(|| self.spec.cwd.clone());
-        let process = Process::start(
-            self.control.clone(),
-            self.book.clone(),
-            id,
-            &req,
-            env,
-            cwd,
-            self.pipe_owner,
-            self.event_buffer,
-        )
-        .await?;
-        if let Ok(mut list) = self.processes.lock() {
-            list.push(process.clone());
-        }
-        Ok(process)
+        // Once the order is sent the init may start the command at any
+        // moment (at once, or after holding it at the process limit), so
+        // the start runs in a task of its own that a caller who goes away
+        // (a client that disconnects) cannot cancel: a command it started
+        // is always listed, bounded by its timeout and killable, never
+        // left running with no one to see it.
+        let (control, book) = (self.control.clone(), self.book.clone());
+        let (pipe_owner, event_buffer) = (self.pipe_owner, self.event_buffer);
+        let processes = self.processes.clone();
+        tokio::spawn(async move {
+            let process =
+                Process::start(control, book, id, &req, env, cwd, pipe_owner, event_buffer).await?;
+            if let Ok(mut list) = processes.lock() {
+                list.push(process.clone());
+            }
+            Ok(process)
+        })
+        .await
+        .map_err(|e| SessionError::Invalid(format!("the exec's start did not finish: {e}")))?
     }
 
     pub fn process(&self, id: u64) -> Option<Arc<Process>> {

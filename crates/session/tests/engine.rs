@@ -841,6 +841,7 @@ const CASES: &[&str] = &[
     "a_claim_with_a_process_limit_has_all_of_it_for_its_first_command",
     "commands_back_to_back_have_the_whole_process_limit",
     "a_kill_is_carried_out_while_an_exec_waits_at_the_limit",
+    "an_exec_whose_caller_went_away_is_still_listed_and_killable",
 ];
 
 /// The kernel counts a PID namespace off some 30 ms after its last
@@ -1011,6 +1012,52 @@ async fn a_kill_is_carried_out_while_an_exec_waits_at_the_limit(engine: &Engine)
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A caller that goes away after its exec order was sent (an HTTP client
+/// that disconnects) must not leave a command running that nobody can see
+/// or stop. Here the order is held at the process limit while the caller
+/// gives up; the sleep is then killed, the init starts the held command,
+/// and it is listed and can be killed. When the start ran in the caller's
+/// future, the command ran unlisted until the session ended.
+async fn an_exec_whose_caller_went_away_is_still_listed_and_killable(engine: &Engine) {
+    let (sb, sleeping) = sandbox_with_a_sleep(engine, 3).await;
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(2), sb.exec(req(&["sleep", "30"]))).await;
+    assert!(
+        gave_up.is_err(),
+        "the exec was held at the limit: {gave_up:?}"
+    );
+    sleeping.kill().await;
+    sleeping.wait().await;
+    let mut orphan = None;
+    for _ in 0..200 {
+        orphan = sb
+            .processes()
+            .into_iter()
+            .find(|p| p.id() != sleeping.id() && p.exit().is_none());
+        if orphan.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let orphan = orphan.unwrap_or_else(|| {
+        panic!(
+            "the command whose caller went away is not listed: {:?}",
+            sb.processes()
+                .iter()
+                .map(|p| (p.id(), p.exit()))
+                .collect::<Vec<_>>()
+        )
+    });
+    assert_eq!(orphan.argv(), ["sleep", "30"]);
+    orphan.kill().await;
+    let exit = orphan.wait().await;
+    assert_ne!(exit.exit_code, 0, "killed: {exit:?}");
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// A session limited to `pids` processes.
 async fn limited(engine: &Engine, pids: u64) -> Arc<Session> {
     let mut s = spec();
@@ -1126,6 +1173,7 @@ fn main() {
         case!(an_exec_past_the_process_limit_is_refused_as_busy);
         case!(commands_back_to_back_have_the_whole_process_limit);
         case!(a_kill_is_carried_out_while_an_exec_waits_at_the_limit);
+        case!(an_exec_whose_caller_went_away_is_still_listed_and_killable);
         case!(reattach_after_exit);
         case!(destroy_leaves_nothing);
         case!(sessions_do_not_share_tmp);
