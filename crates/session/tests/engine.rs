@@ -66,6 +66,14 @@ async fn run_req(session: &Session, r: ExecRequest) -> (cordon_session::ExitInfo
     )
 }
 
+/// Delete the session; panics if the engine cannot.
+async fn delete(engine: &Engine, sb: &Session) -> cordon_session::Teardown {
+    engine
+        .destroy(sb.id(), EndCause::Deleted)
+        .await
+        .unwrap_or_else(|e| panic!("delete {}: {e}", sb.id()))
+}
+
 async fn create(engine: &Engine) -> Arc<Session> {
     engine
         .create(CreateSession {
@@ -124,10 +132,7 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     // Each exec is PID 2 of a namespace of its own, under its leader.
     let (_, out, _) = run(&sb, &["sh", "-c", "echo $$"]).await;
     assert_eq!(out, "2\n");
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// A timeout kills the exec's whole tree, a daemon that left its process
@@ -164,10 +169,7 @@ async fn timeout_kills_the_tree_not_the_session(engine: &Engine) {
         (0, "alive\n"),
         "the session lives on"
     );
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// A reader polling an exec's events while it ends never sees it done
@@ -200,10 +202,7 @@ async fn a_finished_exec_is_never_seen_without_its_exited_event(engine: &Engine)
             "exec {i}: done without `exited`: {events:?}"
         );
     }
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// What each event of a finished exec is, in order: `S`tarted, `O`utput,
@@ -289,10 +288,7 @@ async fn finished_execs_keep_output_within_the_budget(engine: &Engine) {
     }
     let usage = sb.info().usage;
     assert_eq!((usage.execs_total, usage.execs_running), (7, 0));
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// Output can be read again from any point after the process is gone.
@@ -317,10 +313,7 @@ async fn reattach_after_exit(engine: &Engine) {
     let (rest, _) = p.events_after(second).await;
     assert!(rest.iter().all(|e| e.seq > second));
     assert_eq!(rest.len(), all.len() - 2);
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// An abstract unix socket is reachable in its own network namespace
@@ -434,10 +427,7 @@ async fn destroy_leaves_nothing(engine: &Engine) {
     let _p = sb.exec(r).await.unwrap_or_else(|e| panic!("{e}"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!processes_named(marker).is_empty());
-    let teardown = engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let teardown = delete(engine, &sb).await;
     assert!(teardown.clean, "groups removed");
     assert!(processes_named(marker).is_empty(), "nothing left running");
     assert!(engine.session(sb.id()).is_none());
@@ -605,10 +595,7 @@ async fn pool_claim_gives_binds_and_limits(engine: &Engine) {
         !err.is_empty(),
         "the claimed pids limit stops the 30 sleeps"
     );
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// A claim that changes only rlimits reaches the first and second execs
@@ -665,10 +652,7 @@ async fn pool_claim_rlimits_reach_every_exec(engine: &Engine) {
         (0, "77"),
         "and the next one runs"
     );
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// Seconds since boot in clock ticks, as `/proc/PID/stat` gives a
@@ -903,10 +887,7 @@ async fn an_exec_past_the_process_limit_is_refused_as_busy(engine: &Engine) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(ran, "the session lives on: {last}");
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 
     // Room for one more leader, none for its command.
     let (sb, sleeping) = sandbox_with_a_sleep(engine, 4).await;
@@ -923,10 +904,7 @@ async fn an_exec_past_the_process_limit_is_refused_as_busy(engine: &Engine) {
     let message = exit.message.unwrap_or_default();
     assert!(message.contains("process limit"), "{message}");
     sleeping.kill().await;
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// A pooled sandbox claimed with a process limit of its own drops the
@@ -948,10 +926,7 @@ async fn a_claim_with_a_process_limit_has_all_of_it_for_its_first_command(engine
             .wait()
             .await;
         assert_eq!(exit.exit_code, 0, "claim {i}: {exit:?}");
-        engine
-            .destroy(sb.id(), EndCause::Deleted)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        delete(engine, &sb).await;
     }
 }
 
@@ -971,10 +946,7 @@ async fn commands_back_to_back_have_the_whole_process_limit(engine: &Engine) {
             .await;
         assert_eq!(exit.exit_code, 0, "command {i}: {exit:?}");
     }
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// An exec at the process limit waits (up to `LIMIT_LAG`, 50 ms) for
@@ -1006,10 +978,7 @@ async fn a_kill_is_carried_out_while_an_exec_waits_at_the_limit(engine: &Engine)
         }
         Err(e) => panic!("{e}"),
     }
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// A caller that goes away after its exec order was sent (an HTTP client
@@ -1052,10 +1021,7 @@ async fn an_exec_whose_caller_went_away_is_still_listed_and_killable(engine: &En
     orphan.kill().await;
     let exit = orphan.wait().await;
     assert_ne!(exit.exit_code, 0, "killed: {exit:?}");
-    engine
-        .destroy(sb.id(), EndCause::Deleted)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    delete(engine, &sb).await;
 }
 
 /// A session limited to `pids` processes.
