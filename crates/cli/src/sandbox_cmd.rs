@@ -355,7 +355,8 @@ async fn copy_in(client: &mut Client, from: &str, id: &str, path: &str) -> anyho
         bail!(
             "{from} is a directory; `cordon sandbox cp` copies one file into a sandbox. \
              Send a directory as a tar stream: \
-             tar -C {from} -cf - . | cordon sandbox exec {id} --stdin -- tar -C {path} -xf -"
+             tar -C {from} -cf - . | cordon sandbox exec {id} --stdin -- \
+             sh -c 'mkdir -p \"$1\" && tar -C \"$1\" -xf -' sh {path}"
         );
     }
     let data = std::fs::read(from).with_context(|| format!("cannot read {from}"))?;
