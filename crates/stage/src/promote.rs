@@ -89,92 +89,129 @@ fn under(path: &str, prefix: &str) -> bool {
 /// The entries `sel` names (with the new directories above them), checked
 /// against what may never be promoted and against the policy. `ask` is
 /// called for an `ask` rule not overridden; it returns whether a person
-/// said yes.
+/// said yes. A refusal names every entry that stops the promotion, both
+/// kinds at once, so one fix is not followed by news of the next.
 pub fn choose(
     stage: &Stage,
     set: &ChangeSet,
     sel: &Selection,
     ask: &mut dyn FnMut(&Change, &Decision) -> bool,
 ) -> Result<(Vec<Change>, Vec<String>)> {
-    let policy = &stage.meta.policy;
-    let known = policy.rule_ids();
-    if let Some(bad) = sel.allow.iter().find(|a| !known.contains(&a.as_str())) {
-        return Err(StageError::Invalid(format!(
-            "--allow {bad}: no such rule (rules: {})",
-            known.join(", ")
+    check_allow_rules(stage, sel)?;
+    let mut chosen = select(set, sel)?;
+    let never = never_promotable(&chosen);
+    if !never.is_empty() {
+        // Nothing will be promoted: nobody is asked, but what the policy
+        // would hold back is said too.
+        let promotable: Vec<Change> = chosen
+            .iter()
+            .filter(|e| e.unsafe_reason.is_none())
+            .cloned()
+            .collect();
+        let (held, _) = judge(stage, sel, &promotable, &mut |_, _| false);
+        let mut msg = format!(
+            "nothing was promoted: {} entr{} can never be promoted ({}); name the other paths, or discard the run",
+            never.len(),
+            if never.len() == 1 { "y" } else { "ies" },
+            never.join("; ")
+        );
+        if !held.is_empty() {
+            msg.push_str(&format!(
+                "; the promotion policy also holds back {}",
+                held.join("; ")
+            ));
+        }
+        return Err(StageError::Refused(msg));
+    }
+    let (held, allowed) = judge(stage, sel, &chosen, ask);
+    if !held.is_empty() {
+        return Err(StageError::Refused(format!(
+            "nothing was promoted: the promotion policy holds back {}",
+            held.join("; ")
         )));
     }
-    let mut chosen: Vec<Change> = if sel.paths.is_empty() {
-        set.entries.clone()
-    } else {
-        let mut out = Vec::new();
-        for p in &sel.paths {
-            let p = p.trim_end_matches('/');
-            let hits: Vec<&Change> = set.entries.iter().filter(|e| under(&e.path, p)).collect();
-            if hits.is_empty() {
-                return Err(StageError::Invalid(format!(
-                    "{p}: no staged change at or under this path (see `cordon changes {}`)",
-                    set.run_id
-                )));
-            }
-            out.extend(hits.into_iter().cloned());
+    chosen.sort_by(|a, b| a.path.cmp(&b.path).then(a.op.cmp(&b.op)));
+    Ok((chosen, allowed.into_iter().collect()))
+}
+
+/// Every `--allow` names a rule of the stage's policy.
+fn check_allow_rules(stage: &Stage, sel: &Selection) -> Result<()> {
+    let known = stage.meta.policy.rule_ids();
+    match sel.allow.iter().find(|a| !known.contains(&a.as_str())) {
+        Some(bad) => Err(StageError::Invalid(format!(
+            "--allow {bad}: no such rule (rules: {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The entries the selection names: everything, or what is at or under
+/// each path, with the new directories above a chosen entry.
+fn select(set: &ChangeSet, sel: &Selection) -> Result<Vec<Change>> {
+    if sel.paths.is_empty() {
+        return Ok(set.entries.clone());
+    }
+    let mut out = Vec::new();
+    for p in &sel.paths {
+        let p = p.trim_end_matches('/');
+        let hits: Vec<&Change> = set.entries.iter().filter(|e| under(&e.path, p)).collect();
+        if hits.is_empty() {
+            return Err(StageError::Invalid(format!(
+                "{p}: no staged change at or under this path (see `cordon changes {}`)",
+                set.run_id
+            )));
         }
-        // New directories above a chosen entry come along.
-        let needed: BTreeSet<String> = out
+        out.extend(hits.into_iter().cloned());
+    }
+    let needed: BTreeSet<String> = out
+        .iter()
+        .flat_map(|e| {
+            let mut up = Vec::new();
+            let mut p = e.path.as_str();
+            while let Some((parent, _)) = p.rsplit_once('/') {
+                up.push(parent.to_owned());
+                p = parent;
+            }
+            up
+        })
+        .collect();
+    out.extend(
+        set.entries
             .iter()
-            .flat_map(|e| {
-                let mut up = Vec::new();
-                let mut p = e.path.as_str();
-                while let Some((parent, _)) = p.rsplit_once('/') {
-                    up.push(parent.to_owned());
-                    p = parent;
-                }
-                up
-            })
-            .collect();
-        out.extend(
-            set.entries
-                .iter()
-                .filter(|e| e.op == Op::Added && e.kind == Kind::Dir && needed.contains(&e.path))
-                .cloned(),
-        );
-        out.sort_by(|a, b| a.path.cmp(&b.path).then(a.op.cmp(&b.op)));
-        out.dedup();
-        out
-    };
-    let unsafe_entries: Vec<String> = chosen
+            .filter(|e| e.op == Op::Added && e.kind == Kind::Dir && needed.contains(&e.path))
+            .cloned(),
+    );
+    out.sort_by(|a, b| a.path.cmp(&b.path).then(a.op.cmp(&b.op)));
+    out.dedup();
+    Ok(out)
+}
+
+/// "path: why" for each entry that can never be promoted.
+fn never_promotable(chosen: &[Change]) -> Vec<String> {
+    chosen
         .iter()
         .filter_map(|e| {
             e.unsafe_reason
                 .as_ref()
                 .map(|why| format!("{}: {why}", e.path))
         })
-        .collect();
-    if !unsafe_entries.is_empty() {
-        return Err(StageError::Refused(format!(
-            "nothing was promoted: {} entr{} can never be promoted ({}); name the other paths, or discard the run",
-            unsafe_entries.len(),
-            if unsafe_entries.len() == 1 { "y" } else { "ies" },
-            unsafe_entries.join("; ")
-        )));
-    }
-    let mut refused = Vec::new();
+        .collect()
+}
+
+/// The policy's (and the scanner's) word on each entry: what it holds
+/// back (one line each, with the `--allow` that would pass it) and which
+/// rules were overridden or answered yes to.
+fn judge(
+    stage: &Stage,
+    sel: &Selection,
+    chosen: &[Change],
+    ask: &mut dyn FnMut(&Change, &Decision) -> bool,
+) -> (Vec<String>, BTreeSet<String>) {
+    let mut held = Vec::new();
     let mut allowed = BTreeSet::new();
-    for e in &chosen {
-        let mut d = policy.decide(e);
-        if let Some(scanner) = sel.scanner {
-            if !scan(stage, scanner, e).is_empty() {
-                if d.action < Some(Action::Ask) {
-                    d = Decision {
-                        action: Some(Action::Ask),
-                        rules: Vec::new(),
-                    };
-                }
-                if d.action == Some(Action::Ask) {
-                    d.rules.push("scanner".into());
-                }
-            }
-        }
+    for e in chosen {
+        let d = decide(stage, sel, e);
         let overridden = d.rules.iter().all(|r| sel.allow.contains(r));
         match d.action {
             Some(Action::Refuse) | Some(Action::Ask) if overridden => {
@@ -183,7 +220,7 @@ pub fn choose(
             Some(Action::Ask) if ask(e, &d) => {
                 allowed.extend(d.rules.iter().cloned());
             }
-            Some(a @ (Action::Ask | Action::Refuse)) => refused.push(format!(
+            Some(a @ (Action::Ask | Action::Refuse)) => held.push(format!(
                 "{} {} ({} by rule {}; to promote it: --allow {})",
                 e.op.as_str(),
                 e.path,
@@ -198,14 +235,27 @@ pub fn choose(
             _ => {}
         }
     }
-    if !refused.is_empty() {
-        return Err(StageError::Refused(format!(
-            "nothing was promoted: the promotion policy holds back {}",
-            refused.join("; ")
-        )));
+    (held, allowed)
+}
+
+/// The policy's decision on one entry, raised to `ask` (rule `scanner`)
+/// when the scanner finds something in it.
+fn decide(stage: &Stage, sel: &Selection, e: &Change) -> Decision {
+    let mut d = stage.meta.policy.decide(e);
+    if let Some(scanner) = sel.scanner {
+        if !scan(stage, scanner, e).is_empty() {
+            if d.action < Some(Action::Ask) {
+                d = Decision {
+                    action: Some(Action::Ask),
+                    rules: Vec::new(),
+                };
+            }
+            if d.action == Some(Action::Ask) {
+                d.rules.push("scanner".into());
+            }
+        }
     }
-    chosen.sort_by(|a, b| a.path.cmp(&b.path).then(a.op.cmp(&b.op)));
-    Ok((chosen, allowed.into_iter().collect()))
+    d
 }
 
 /// Whether the host entry now at `rel` is the change's base.

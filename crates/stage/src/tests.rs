@@ -230,6 +230,38 @@ fn devices_are_never_promoted() {
     assert!(std::fs::symlink_metadata(t.target.path().join("null")).is_err());
 }
 
+/// A refusal names every entry that stops the promotion: the one that can
+/// never be promoted and the one the policy holds back, in one message, and
+/// nobody is asked about an entry when nothing will be promoted.
+#[test]
+fn a_refusal_names_every_blocker_at_once() {
+    let t = setup(&[]);
+    std::os::unix::fs::symlink("/etc/shadow", t.upper("link")).unwrap();
+    write(&t.upper("run.sh"), "echo\n", 0o755);
+    write(&t.upper("plain.txt"), "ok\n", 0o644);
+    let set = capture(&t.stage).unwrap();
+    let mut asked = 0;
+    let err = choose(&t.stage, &set, &Selection::default(), &mut |_, _| {
+        asked += 1;
+        true
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("link: the symlink points outside the tree"),
+        "{err}"
+    );
+    assert!(
+        err.contains("also holds back added run.sh") && err.contains("--allow new-executable"),
+        "{err}"
+    );
+    assert!(!err.contains("plain.txt"), "{err}");
+    assert_eq!(
+        asked, 0,
+        "asked about an entry of a promotion that cannot happen"
+    );
+}
+
 /// A host entry changed after the run started is flagged at capture and
 /// refused at promotion.
 #[test]
