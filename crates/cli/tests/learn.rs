@@ -244,3 +244,50 @@ fn learning_a_write_outside_the_writable_paths_says_it_was_not_granted() {
     assert!(learned.contains("# not granted:"), "{learned}");
     assert!(!target.exists());
 }
+
+/// The command's own executable is learned, as root and as a user: the
+/// first `execve` is made by cordon's workload before it becomes the
+/// command, and without root the supervisor can read that call's path only
+/// if the workload is dumpable (learn mode makes it so; see
+/// `child::exec_command`). A program outside the working directory is
+/// named by no other call, so a profile that missed it could not run it.
+#[test]
+fn the_commands_own_program_is_learned() {
+    if ready() {
+        return;
+    }
+    let root = tempfile::Builder::new()
+        .prefix("cordon-learn-")
+        .tempdir()
+        .expect("tempdir");
+    let root = std::fs::canonicalize(root.path()).unwrap();
+    // Outside /tmp, which the learning run does not bind (it builds its own).
+    let tools = Workdir::new_in("/var/tmp");
+    let tool = tools.compile_c(
+        "tool",
+        "#include <stdio.h>\nint main(void) { puts(\"TOOL RAN\"); return 0; }\n",
+    );
+    let tool = tool.to_str().unwrap();
+    let o = cordon(
+        &root,
+        &["learn", "-o", "p.toml", "--report", "r.json", "--", tool],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("r.json")).unwrap()).unwrap();
+    // Left out of the report when zero.
+    assert!(
+        report["outcome"]["observed_unreadable"]
+            .as_u64()
+            .unwrap_or(0)
+            == 0
+            && !String::from_utf8_lossy(&o.stderr).contains("could not be read"),
+        "calls whose path was not read: {}",
+        text(&o)
+    );
+    let learned = std::fs::read_to_string(root.join("p.toml")).unwrap();
+    assert!(learned.contains(tool), "{learned}");
+    let o = cordon(&root, &["run", "--profile", "p.toml", "--", tool]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("TOOL RAN"));
+}

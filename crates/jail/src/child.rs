@@ -614,6 +614,17 @@ pub(crate) fn exec_command(
             None,
         );
     }
+    if spec.observe {
+        // Learn mode: the supervisor reads each observed call's path from
+        // the caller's memory. This process was forked from the
+        // undumpable init and its memory belongs to the host's user
+        // namespace, so without root that read is refused for the execs
+        // below, and the program itself would be missing from the
+        // profile. Dumpable lets the caller's own user read it; nothing
+        // else runs in the sandbox yet, and exec replaces this memory.
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    }
     if let Some(r) = last(ctx) {
         fail_with(rfd, r);
     }
