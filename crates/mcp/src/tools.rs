@@ -69,6 +69,7 @@ impl DurationArg {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateArgs {
     /// The trust preset: `untrusted` (default: no network, 512 MiB),
     /// `low` (no network, 1 GiB), `medium` or `high` (network through
@@ -89,6 +90,7 @@ pub struct CreateArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExecArgs {
     /// The id `sandbox_create` returned.
     pub sandbox_id: String,
@@ -116,6 +118,7 @@ pub struct ExecArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunCodeArgs {
     /// The id `sandbox_create` returned.
     pub sandbox_id: String,
@@ -137,6 +140,7 @@ fn python() -> String {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
     /// The id `sandbox_create` returned.
     pub sandbox_id: String,
@@ -151,6 +155,7 @@ pub struct WriteFileArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ReadFileArgs {
     /// The id `sandbox_create` returned.
     pub sandbox_id: String,
@@ -165,6 +170,7 @@ pub struct ReadFileArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ListFilesArgs {
     /// The id `sandbox_create` returned.
     pub sandbox_id: String,
@@ -174,6 +180,7 @@ pub struct ListFilesArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DestroyArgs {
     /// The id `sandbox_create` returned.
     pub sandbox_id: String,

@@ -147,9 +147,16 @@ def test_errors_are_tool_errors_and_the_server_stays_up(connect: Callable[[], An
                 text = await t.error(tool, sandbox_id="sb-0000000000000000", **args)
                 assert "no sandbox 'sb-0000000000000000'" in text, (tool, text)
             assert "preset" in await t.error("sandbox_create", preset="nonsense")
+            # A misspelt or invented argument is refused, never ignored: a
+            # sandbox made without the setting the caller thought it asked
+            # for, or a command run with the default timeout, is worse.
+            unknown = await t.error("sandbox_create", network="full")
+            assert "unknown field `network`" in unknown and "allow_net" in unknown, unknown
             sb = (await t.ok("sandbox_create"))["sandbox_id"]
             assert "argv" in await t.error("sandbox_exec", sandbox_id=sb)
             assert "argv" in await t.error("sandbox_exec", sandbox_id=sb, argv=["a"], script="b")
+            unknown = await t.error("sandbox_exec", sandbox_id=sb, command="ls", timeout_seconds=5)
+            assert "unknown field" in unknown and "script" in unknown, unknown
             assert "'..'" in await t.error("sandbox_read_file", sandbox_id=sb, path="/tmp/../etc/passwd")
             assert "no such file" in await t.error("sandbox_read_file", sandbox_id=sb, path="/nope")
             assert "language" in await t.error("sandbox_run_code", sandbox_id=sb, language="cobol", code="x")
