@@ -550,14 +550,15 @@ impl CordonTools {
         let written = self
             .backend
             .write_file(&caller, &args.sandbox_id, &args.path, data)
-            .await?;
-        self.backend.record(
+            .await;
+        self.record_file_op(
             &caller,
             "file_write",
             &args.sandbox_id,
-            json!({"via": "mcp", "path": args.path, "bytes": written}),
+            &args.path,
+            written.as_ref().copied(),
         );
-        Ok(json!({"path": args.path, "bytes_written": written}))
+        Ok(json!({"path": args.path, "bytes_written": written?}))
     }
 
     async fn read_file(
@@ -568,10 +569,13 @@ impl CordonTools {
         let caller = self.caller(ctx)?;
         let offset = args.offset.unwrap_or(0);
         let max = args.max_bytes.unwrap_or(DEFAULT_READ).clamp(1, MAX_READ);
-        let (data, size) = self
+        let read = self
             .backend
             .read_file(&caller, &args.sandbox_id, &args.path, offset, max)
-            .await?;
+            .await;
+        let bytes = read.as_ref().map(|(data, _)| data.len() as u64);
+        self.record_file_op(&caller, "file_read", &args.sandbox_id, &args.path, bytes);
+        let (data, size) = read?;
         let end = offset.saturating_add(data.len() as u64);
         let mut value =
             json!({"path": args.path, "size": size, "offset": offset, "bytes": data.len()});
@@ -606,8 +610,34 @@ impl CordonTools {
         let listing = self
             .backend
             .list_files(&caller, &args.sandbox_id, &path)
-            .await?;
+            .await;
+        let entries = listing.as_ref().map(|l| l.entries.len() as u64);
+        self.record_file_op(&caller, "file_read", &args.sandbox_id, &path, entries);
+        let listing = listing?;
         Ok(json!({"path": path, "entries": listing.entries, "truncated": listing.truncated}))
+    }
+
+    /// A files tool's audit record, whether it succeeded or not (as the
+    /// server records its files API): the path, and the bytes or entries
+    /// it moved or the error.
+    fn record_file_op(
+        &self,
+        caller: &Caller,
+        action: &str,
+        id: &str,
+        path: &str,
+        result: Result<u64, &ToolError>,
+    ) {
+        let outcome = match result {
+            Ok(n) => json!({"ok": n}),
+            Err(e) => json!({"error": e.message}),
+        };
+        self.backend.record(
+            caller,
+            action,
+            id,
+            json!({"via": "mcp", "path": path, "outcome": outcome}),
+        );
     }
 
     async fn destroy(

@@ -4,6 +4,7 @@ and what is left when the client goes away (nothing)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import urllib.error
@@ -167,6 +168,39 @@ def test_errors_are_tool_errors_and_the_server_stays_up(connect: Callable[[], An
             await t.ok("sandbox_destroy", sandbox_id=sb)
 
     anyio.run(main)
+
+
+def test_every_files_call_is_in_the_audit_store(binary: Path, state: Path) -> None:
+    """Reads and listings are recorded as writes are, and a call that
+    failed is recorded with its error: what a model read out of a sandbox
+    is in the record too."""
+
+    async def main() -> None:
+        async with over_stdio(binary, state) as t:
+            sb = (await t.ok("sandbox_create"))["sandbox_id"]
+            await t.ok("sandbox_write_file", sandbox_id=sb, path="/tmp/a.txt", content="hello")
+            await t.ok("sandbox_read_file", sandbox_id=sb, path="/tmp/a.txt")
+            await t.ok("sandbox_list_files", sandbox_id=sb, path="/tmp")
+            await t.error("sandbox_read_file", sandbox_id=sb, path="/nope")
+            await t.ok("sandbox_destroy", sandbox_id=sb)
+
+    anyio.run(main)
+    out = subprocess.run(
+        [str(binary), "audit", "--store", str(state / "audit.db"), "export"],
+        capture_output=True, check=True, text=True,
+    )  # fmt: skip
+    records = [json.loads(line) for line in out.stdout.splitlines() if line]
+    files = [
+        (r["body"]["action"], r["body"]["detail"]["path"], r["body"]["detail"]["outcome"])
+        for r in records
+        if r["kind"] == "api_action" and r["body"]["action"].startswith("file_")
+    ]
+    assert files[:3] == [
+        ("file_write", "/tmp/a.txt", {"ok": 5}),
+        ("file_read", "/tmp/a.txt", {"ok": 5}),
+        ("file_read", "/tmp", {"ok": 1}),
+    ], files
+    assert files[3][:2] == ("file_read", "/nope") and "no such file" in files[3][2]["error"], files
 
 
 def test_timeout_kills_the_command(connect: Callable[[], Any]) -> None:
