@@ -596,7 +596,8 @@ fn tell_the_end(
             layer.layer, layer.detail
         );
     }
-    let notable = !matches!(outcome.reason, EndReason::Exited | EndReason::Signal);
+    // A death by a signal is said too: the shell sees only 128+N.
+    let notable = outcome.reason != EndReason::Exited;
     if let (true, Some(msg)) = (
         notable || outcome.breaches.output_truncated,
         &outcome.message,

@@ -78,6 +78,68 @@ fn exit_status_is_the_workloads_own() {
     assert_eq!(o.code, 128 + 15);
     assert_eq!(o.reason(), "signal");
     assert_eq!(o.report["status"]["signal"], 15);
+    // The shell above cordon sees only 128+15: cordon names the signal.
+    assert!(
+        o.stderr
+            .contains("the command was killed by signal 15 (SIGTERM)"),
+        "{}",
+        o.stderr
+    );
+    // Not a reader gone away: `yes | head` ends its writer with SIGPIPE.
+    let o = w.sh(&[], "kill -PIPE $$");
+    assert_eq!(o.code, 128 + libc::SIGPIPE);
+    assert!(!o.stderr.contains("killed by signal"), "{}", o.stderr);
+}
+
+/// A runtime that cannot reserve its address space at start crashes (V8
+/// traps, the JVM and glibc abort). Where memory is RLIMIT_AS (no memory
+/// cgroup: the rootless pass on this host), cordon says so and how to fix
+/// it; under a memory cgroup (as root) the reservation succeeds.
+#[test]
+fn a_runtime_that_cannot_reserve_its_address_space_is_explained() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let bin = w.compile_c(
+        "reserve",
+        r#"#include <stdlib.h>
+#include <sys/mman.h>
+int main(void) {
+    /* What V8 does for its code range, larger: reserve, touch nothing. */
+    void *p = mmap(0, 1UL << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) abort();
+    return 0;
+}
+"#,
+    );
+    let o = w.run(&["--memory", "256MiB"], &[bin.to_str().unwrap()]);
+    let rlimits = o.report["enforcement"]["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["layer"] == "rlimits")
+        .map(|l| l["detail"].as_str().unwrap_or("").to_owned())
+        .unwrap_or_default();
+    if rlimits.contains("as (instead of cgroup memory)") {
+        assert_eq!(o.code, 128 + libc::SIGABRT, "{}", o.stderr);
+        assert!(
+            o.stderr.contains("killed by signal 6 (SIGABRT)")
+                && o.stderr.contains("RLIMIT_AS, 256 MiB per process")
+                && o.stderr.contains("give a larger --memory"),
+            "{}",
+            o.stderr
+        );
+        let o = w.run(&["--memory", "2GiB"], &[bin.to_str().unwrap()]);
+        assert_eq!(o.code, 0, "with room for the reservation: {}", o.stderr);
+    } else {
+        assert_eq!(
+            o.code, 0,
+            "a memory cgroup counts pages, not address space: {}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains("RLIMIT_AS"), "{}", o.stderr);
+    }
 }
 
 #[test]

@@ -519,6 +519,7 @@ impl Running {
             &breaches,
             reaped.raw_status,
             usage.user_time + usage.system_time,
+            self.groups.rlimit_memory,
         );
         if let (
             EndReason::SetupFailed,

@@ -17,6 +17,7 @@ pub(crate) fn classify(
     breaches: &Breaches,
     init_status: i32,
     cpu_used: Duration,
+    rlimit_memory: bool,
 ) -> (EndReason, i32, Option<String>) {
     if let Some(ending) = ended_by_cordon(spec, sup) {
         return ending;
@@ -66,7 +67,11 @@ pub(crate) fn classify(
             } else if sup.interrupted.is_some() {
                 (EndReason::Interrupted, code, Some("interrupted".into()))
             } else {
-                (EndReason::Signal, code, None)
+                (
+                    EndReason::Signal,
+                    code,
+                    killed_by_signal(spec, signal, rlimit_memory),
+                )
             }
         }
         None => {
@@ -139,6 +144,61 @@ fn ended_by_cordon(spec: &Spec, sup: &Supervision) -> Option<(EndReason, i32, Op
         ));
     }
     None
+}
+
+/// What a death by `signal` says, as a shell would have said it had the
+/// command been its own child (cordon's exit status 128+N tells a shell
+/// nothing). None for SIGPIPE: a reader that went away (`| head`). Where
+/// memory is RLIMIT_AS, a crash at start is often a runtime that could not
+/// reserve its address space (V8 traps, glibc and the JVM abort), and the
+/// message says so with the fix.
+fn killed_by_signal(spec: &Spec, signal: i32, rlimit_memory: bool) -> Option<String> {
+    if signal == libc::SIGPIPE {
+        return None;
+    }
+    let name = signal_name(signal).map_or(String::new(), |n| format!(" ({n})"));
+    let mut msg = format!("the command was killed by signal {signal}{name}");
+    let crash = [libc::SIGTRAP, libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS].contains(&signal);
+    if let (true, true, Some(memory)) = (crash, rlimit_memory, spec.limits.memory) {
+        msg.push_str(&format!(
+            "; memory is limited here as address space (RLIMIT_AS, {} MiB per process, no memory \
+             cgroup), which runtimes that reserve address space at start exceed (Node needs about \
+             1 GiB, the JVM its heap and more): give a larger --memory, or run where a memory \
+             cgroup is delegated (see `cordon doctor`)",
+            memory >> 20
+        ));
+    }
+    Some(msg)
+}
+
+/// The name of a standard signal (numbers differ between architectures,
+/// so each comes from libc).
+fn signal_name(signal: i32) -> Option<&'static str> {
+    const NAMES: &[(i32, &str)] = &[
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGTRAP, "SIGTRAP"),
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGSYS, "SIGSYS"),
+        (libc::SIGVTALRM, "SIGVTALRM"),
+        (libc::SIGPROF, "SIGPROF"),
+        (libc::SIGPWR, "SIGPWR"),
+        (libc::SIGIO, "SIGIO"),
+    ];
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == signal)
+        .map(|(_, name)| *name)
 }
 
 /// A SIGKILL is the CPU limit's when the sandbox used at least the limit's
