@@ -107,7 +107,8 @@ for entry in "${bins[@]}"; do
         echo "$name: not run (CORDON_STATIC_BIN is unset; .ci/test.sh builds the static binary and sets it)"
         continue
     fi
-    log="$logdir/$name.log"
+    # Two packages have a binary named engine: one log each, by its file.
+    log="$logdir/$(basename "$exe").log"
     # Tests named root_only_* need root by the kernel's design (reading its
     # audit log); they ran in the root pass. Name them, then leave them out.
     root_only=$("$exe" --list 2>/dev/null | sed -nE 's/^(root_only_[A-Za-z0-9_]*): test$/\1/p')

@@ -63,8 +63,12 @@ struct CreateArgs {
     /// untrusted (default), low, medium, high.
     #[arg(long)]
     preset: Option<String>,
+    /// Memory for the whole sandbox (512MiB, 2G); at most the token's
+    /// ceiling. Where no memory cgroup is delegated it is each process's
+    /// address space (RLIMIT_AS): Node and the JVM need 1 GiB or more.
     #[arg(long, value_name = "SIZE")]
     memory: Option<String>,
+    /// Most processes and threads at once.
     #[arg(long, value_name = "N")]
     pids: Option<u64>,
     /// A host the sandbox may reach through its proxy (repeat).
@@ -79,8 +83,11 @@ struct CreateArgs {
     /// KEY=VALUE in every exec's environment (repeat).
     #[arg(long, value_name = "KEY=VALUE")]
     env: Vec<String>,
+    /// Torn down after this long without an exec or file operation
+    /// (30s, 10m, 1h).
     #[arg(long, value_name = "DURATION")]
     idle_timeout: Option<String>,
+    /// Torn down this long after it was made, busy or not.
     #[arg(long, value_name = "DURATION")]
     ttl: Option<String>,
 }

@@ -267,6 +267,11 @@ impl LiveSandbox {
         &self.enforcement
     }
 
+    /// Whether memory is bounded by RLIMIT_AS (no memory cgroup).
+    pub fn memory_by_rlimit(&self) -> bool {
+        self.groups.rlimit_memory
+    }
+
     /// The sandbox's cgroup directories (read its usage there).
     pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
         self.groups

@@ -148,27 +148,42 @@ fn ended_by_cordon(spec: &Spec, sup: &Supervision) -> Option<(EndReason, i32, Op
 
 /// What a death by `signal` says, as a shell would have said it had the
 /// command been its own child (cordon's exit status 128+N tells a shell
-/// nothing). None for SIGPIPE: a reader that went away (`| head`). Where
-/// memory is RLIMIT_AS, a crash at start is often a runtime that could not
-/// reserve its address space (V8 traps, glibc and the JVM abort), and the
-/// message says so with the fix.
+/// nothing), with the address-space note when memory is RLIMIT_AS.
 fn killed_by_signal(spec: &Spec, signal: i32, rlimit_memory: bool) -> Option<String> {
+    let mut msg = signal_death(signal)?;
+    let limit = spec.limits.memory.filter(|_| rlimit_memory);
+    if let Some(note) = limit.and_then(|m| address_space_note(signal, Some(m))) {
+        msg.push_str(&format!(
+            "; {note}: give a larger --memory, or run where a memory cgroup is delegated (see `cordon doctor`)"
+        ));
+    }
+    Some(msg)
+}
+
+/// "the command was killed by signal N (NAME)"; None for SIGPIPE, a
+/// reader that went away (`| head`), which a shell does not mention either.
+pub fn signal_death(signal: i32) -> Option<String> {
     if signal == libc::SIGPIPE {
         return None;
     }
     let name = signal_name(signal).map_or(String::new(), |n| format!(" ({n})"));
-    let mut msg = format!("the command was killed by signal {signal}{name}");
+    Some(format!("the command was killed by signal {signal}{name}"))
+}
+
+/// Where memory is RLIMIT_AS (no memory cgroup), a crash at start is often
+/// a runtime that could not reserve its address space (V8 traps, glibc and
+/// the JVM abort): the note that says so, for those signals. `limit`: the
+/// limit in bytes, when known.
+pub fn address_space_note(signal: i32, limit: Option<u64>) -> Option<String> {
     let crash = [libc::SIGTRAP, libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS].contains(&signal);
-    if let (true, true, Some(memory)) = (crash, rlimit_memory, spec.limits.memory) {
-        msg.push_str(&format!(
-            "; memory is limited here as address space (RLIMIT_AS, {} MiB per process, no memory \
+    let size = limit.map_or(String::new(), |m| format!(", {} MiB", m >> 20));
+    crash.then(|| {
+        format!(
+            "memory is limited here as address space (RLIMIT_AS{size} per process, no memory \
              cgroup), which runtimes that reserve address space at start exceed (Node needs about \
-             1 GiB, the JVM its heap and more): give a larger --memory, or run where a memory \
-             cgroup is delegated (see `cordon doctor`)",
-            memory >> 20
-        ));
-    }
-    Some(msg)
+             1 GiB, the JVM its heap and more)"
+        )
+    })
 }
 
 /// The name of a standard signal (numbers differ between architectures,

@@ -16,7 +16,7 @@ use tokio::io::unix::AsyncFd;
 use crate::control::Control;
 use crate::error::{Result, SessionError};
 pub use crate::process::Process;
-use crate::process::{ExecBook, ExecRequest};
+use crate::process::{ExecBook, ExecRequest, StartWith};
 use crate::spawner::{read_frame_with_fds, write_frame, Reply, Request, Spawner};
 use crate::widen::{ActiveWidening, Widening, WideningId};
 
@@ -221,6 +221,7 @@ impl Engine {
                 proxy,
                 cgroup_dirs,
                 pipe_owner,
+                memory_by_rlimit,
                 ..
             } => Parts::receive(
                 id,
@@ -230,7 +231,11 @@ impl Engine {
                 pipe_owner,
                 fds,
                 self.inner.config.max_execs_per_session,
-            ),
+            )
+            .map(|parts| Parts {
+                memory_by_rlimit,
+                ..parts
+            }),
             other => Err(failure(other)),
         }
     }
@@ -521,6 +526,8 @@ pub struct Session {
     pidfd: OwnedFd,
     cgroup_dirs: Vec<PathBuf>,
     pipe_owner: Option<(u32, u32)>,
+    /// Memory is RLIMIT_AS (no memory cgroup).
+    memory_by_rlimit: bool,
     control: Arc<Control>,
     /// The init's `/` (see `open_root`), asked for on first use.
     root: tokio::sync::OnceCell<OwnedFd>,
@@ -557,6 +564,7 @@ impl Session {
             pidfd: parts.pidfd,
             cgroup_dirs: parts.cgroup_dirs,
             pipe_owner: parts.pipe_owner,
+            memory_by_rlimit: parts.memory_by_rlimit,
             control: parts.control,
             root: tokio::sync::OnceCell::new(),
             proxy_listener: Mutex::new(parts.proxy_listener),
@@ -767,11 +775,14 @@ impl Session {
         // is always listed, bounded by its timeout and killable, never
         // left running with no one to see it.
         let (control, book) = (self.control.clone(), self.book.clone());
-        let (pipe_owner, event_buffer) = (self.pipe_owner, self.event_buffer);
+        let with = StartWith {
+            pipe_owner: self.pipe_owner,
+            event_buffer: self.event_buffer,
+            memory_by_rlimit: self.memory_by_rlimit,
+        };
         let processes = self.processes.clone();
         tokio::spawn(async move {
-            let process =
-                Process::start(control, book, id, &req, env, cwd, pipe_owner, event_buffer).await?;
+            let process = Process::start(control, book, id, &req, env, cwd, with).await?;
             if let Ok(mut list) = processes.lock() {
                 list.push(process.clone());
             }
@@ -871,6 +882,7 @@ pub(crate) struct Parts {
     proxy_listener: Option<std::net::TcpListener>,
     cgroup_dirs: Vec<PathBuf>,
     pipe_owner: Option<(u32, u32)>,
+    memory_by_rlimit: bool,
 }
 
 impl Parts {
@@ -904,6 +916,7 @@ impl Parts {
             proxy_listener,
             cgroup_dirs,
             pipe_owner,
+            memory_by_rlimit: false,
         })
     }
 }

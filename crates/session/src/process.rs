@@ -201,6 +201,7 @@ pub struct Process {
     /// The last event's seq: waiters wake when it changes.
     changed: watch::Sender<u64>,
     stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+    memory_by_rlimit: bool,
 }
 
 #[derive(Debug, Default)]
@@ -230,8 +231,19 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd)> {
         .map_err(|e| SessionError::io("pipe", e.into()))
 }
 
+/// What a session gives each of its execs besides the request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StartWith {
+    /// Who the pipes belong to on the host (the sandbox's user).
+    pub pipe_owner: Option<(u32, u32)>,
+    /// Bytes of events kept for re-attaching.
+    pub event_buffer: usize,
+    /// The session's memory is RLIMIT_AS (no memory cgroup): a crash is
+    /// explained with it (see `cordon_jail::address_space_note`).
+    pub memory_by_rlimit: bool,
+}
+
 impl Process {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start(
         control: Arc<Control>,
         book: Arc<ExecBook>,
@@ -239,9 +251,13 @@ impl Process {
         req: &ExecRequest,
         env: Vec<(String, String)>,
         cwd: PathBuf,
-        pipe_owner: Option<(u32, u32)>,
-        event_buffer: usize,
+        with: StartWith,
     ) -> Result<Arc<Process>> {
+        let StartWith {
+            pipe_owner,
+            event_buffer,
+            memory_by_rlimit,
+        } = with;
         let (stdin_r, stdin_w) = pipe_pair()?;
         let (out_r, out_w) = pipe_pair()?;
         let (err_r, err_w) = pipe_pair()?;
@@ -296,6 +312,7 @@ impl Process {
             }),
             changed,
             stdin: tokio::sync::Mutex::new(Some(stdin)),
+            memory_by_rlimit,
         });
         process.push(EventKind::Started { pid: pid as u64 }, event_buffer);
         if let Ok(mut s) = process.state.lock() {
@@ -424,7 +441,7 @@ impl Process {
             stdout_dropped: dropped[0],
             stderr_dropped: dropped[1],
         };
-        let info = exit_info(&report, self.killed(), usage);
+        let info = exit_info(&report, self.killed(), usage, self.memory_by_rlimit);
         // Counted as ended before anyone can see it ended (`wait`).
         self.book.ended(&self);
         // `push` records the exit with its event, under one lock: a
@@ -643,7 +660,12 @@ fn parse_report(text: &[u8], report: &mut Report) {
     }
 }
 
-fn exit_info(report: &Report, killed: Option<ExitReason>, usage: ExecUsage) -> ExitInfo {
+fn exit_info(
+    report: &Report,
+    killed: Option<ExitReason>,
+    usage: ExecUsage,
+    memory_by_rlimit: bool,
+) -> ExitInfo {
     let base = |exit_code, reason, signal, message| ExitInfo {
         exit_code,
         reason,
@@ -675,7 +697,12 @@ fn exit_info(report: &Report, killed: Option<ExitReason>, usage: ExecUsage) -> E
         }
         (Some((status, ..)), None) => {
             let sig = libc::WTERMSIG(status);
-            base(128 + sig, ExitReason::Signaled, Some(sig), None)
+            base(
+                128 + sig,
+                ExitReason::Signaled,
+                Some(sig),
+                signal_message(sig, memory_by_rlimit),
+            )
         }
         (_, Some(ExitReason::TimedOut)) => base(
             124,
@@ -694,6 +721,22 @@ fn exit_info(report: &Report, killed: Option<ExitReason>, usage: ExecUsage) -> E
             Some("killed with its process tree".into()),
         ),
     }
+}
+
+/// What a command's death by `sig` says (the same words as `cordon run`),
+/// with the address-space note where memory is RLIMIT_AS.
+fn signal_message(sig: i32, memory_by_rlimit: bool) -> Option<String> {
+    let mut msg = cordon_jail::signal_death(sig)?;
+    if let Some(note) = memory_by_rlimit
+        .then(|| cordon_jail::address_space_note(sig, None))
+        .flatten()
+    {
+        msg.push_str(&format!(
+            "; {note}: create the sandbox with more memory, or run the server where a memory \
+             cgroup is delegated (see `cordon doctor`)"
+        ));
+    }
+    Some(msg)
 }
 
 fn gone_exit() -> ExitInfo {

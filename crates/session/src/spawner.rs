@@ -74,6 +74,9 @@ pub(crate) enum Reply {
         pid: i32,
         proxy: bool,
         enforcement: Box<Enforcement>,
+        /// Memory is RLIMIT_AS, no memory cgroup.
+        #[serde(default)]
+        memory_by_rlimit: bool,
         cgroup_dirs: Vec<PathBuf>,
         pipe_owner: Option<(u32, u32)>,
     },
@@ -205,6 +208,7 @@ fn handle(
                     pid: sandbox.pid(),
                     proxy: proxy.is_some(),
                     enforcement: Box::new(sandbox.enforcement().clone()),
+                    memory_by_rlimit: sandbox.memory_by_rlimit(),
                     cgroup_dirs: sandbox.cgroup_dirs(),
                     pipe_owner: sandbox.pipe_owner(),
                 };

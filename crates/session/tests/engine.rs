@@ -132,6 +132,32 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     // Each exec is PID 2 of a namespace of its own, under its leader.
     let (_, out, _) = run(&sb, &["sh", "-c", "echo $$"]).await;
     assert_eq!(out, "2\n");
+
+    // A death by a signal is named (a shell above the client sees 133).
+    let (exit, ..) = run(&sb, &["sh", "-c", "kill -TRAP $$"]).await;
+    assert_eq!(
+        (exit.exit_code, exit.reason, exit.signal),
+        (133, ExitReason::Signaled, Some(libc::SIGTRAP))
+    );
+    let msg = exit.message.unwrap_or_default();
+    assert!(msg.contains("killed by signal 5 (SIGTRAP)"), "{msg}");
+    // A runtime that cannot reserve its address space (as V8 reserves its
+    // code range) aborts. That happens only where memory is RLIMIT_AS (the
+    // rootless pass: 512 MiB), and then the message says so and how to
+    // give room; under a memory cgroup (as root) the reservation succeeds.
+    let reserve = "import mmap, os\ntry:\n    mmap.mmap(-1, 1 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)\nexcept OSError:\n    os.abort()\n";
+    let (exit, _, err) = run(&sb, &["python3", "-c", reserve]).await;
+    let msg = exit.message.clone().unwrap_or_default();
+    match exit.exit_code {
+        0 => assert!(!msg.contains("RLIMIT_AS"), "{msg}"),
+        134 => assert!(
+            msg.contains("killed by signal 6 (SIGABRT)")
+                && msg.contains("RLIMIT_AS per process, no memory cgroup")
+                && msg.contains("create the sandbox with more memory"),
+            "{msg}"
+        ),
+        other => panic!("the reservation ended with {other}: {msg} {err}"),
+    }
     delete(engine, &sb).await;
 }
 
