@@ -51,7 +51,10 @@ enum SandboxCommand {
     )]
     Cp { from: String, to: String },
     /// Tear sandboxes down.
-    #[command(after_help = "Examples:\n  cordon sandbox rm $SB")]
+    #[command(
+        visible_alias = "delete",
+        after_help = "Examples:\n  cordon sandbox rm $SB"
+    )]
     Rm {
         #[arg(required = true)]
         ids: Vec<String>,
@@ -465,11 +468,31 @@ async fn copy_directory_out(
     archive
         .unpack(unpacked.path())
         .with_context(|| format!("cannot unpack the copy of {path}"))?;
+    // The new directory as mkdir would make it, not the temporary
+    // directory's 0700.
+    std::fs::set_permissions(
+        unpacked.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777 & !current_umask()),
+    )?;
     let unpacked = unpacked.keep();
     std::fs::rename(&unpacked, to).map_err(|e| {
         let _ = std::fs::remove_dir_all(&unpacked);
         anyhow::anyhow!("cannot move the copy into {}: {e}", to.display())
     })
+}
+
+/// This process's umask, read where reading does not change it
+/// (`/proc/self/status`, Linux 4.7+); 022 when it cannot be read.
+fn current_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }
 
 fn write_atomically(to: &Path, data: &[u8]) -> anyhow::Result<()> {

@@ -202,6 +202,13 @@ fn lifecycle_through_the_cli() {
     let (code, _, err) = s.cli(&["show", &sb]);
     assert_ne!(code, 0);
     assert!(err.contains("404"), "{err}");
+    // `delete`, the API's word, is `rm` too.
+    let (_, out, _) = s.cli(&["create", "--preset", "low"]);
+    let other = out.trim().to_owned();
+    let (code, _, err) = s.cli(&["delete", &other]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, _) = s.cli(&["show", &other]);
+    assert_ne!(code, 0);
     s.audit_has(&[
         "\"create\"",
         "\"exec\"",
@@ -881,6 +888,15 @@ fn cp_copies_a_directory_out_as_a_new_directory() {
             .permissions(),
     );
     assert_eq!(mode & 0o7000, 0, "no set-id bit comes out: {mode:o}");
+    // The new directory is made as mkdir makes one here (this process's
+    // umask, which the CLI inherited), not left at a temporary 0700.
+    let made = s.dir.path().join("made-by-mkdir");
+    std::fs::create_dir(&made).unwrap();
+    let mode_of = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o7777
+    };
+    assert_eq!(mode_of(&local), mode_of(&made));
 
     // Into a directory that exists: under its own name, as `cp` does
     // (the README's `cordon sandbox cp $SB:/workspace/out.json .`).
