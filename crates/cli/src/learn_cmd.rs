@@ -60,6 +60,10 @@ pub struct LearnArgs {
 const BUILT_BY_THE_SANDBOX: &[&str] = &["/proc", "/sys", "/dev", "/tmp", "/etc", "/run"];
 
 pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
+    crate::out_path::check_writable(&args.output, "-o")?;
+    if let Some(path) = &args.report {
+        crate::out_path::check_writable(path, "--report")?;
+    }
     let cwd = std::fs::canonicalize(std::env::current_dir()?)
         .context("cannot resolve the current directory")?;
     let writable: Vec<PathBuf> = std::iter::once(Ok(cwd.clone()))

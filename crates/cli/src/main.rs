@@ -16,6 +16,7 @@ mod learn;
 mod learn_cmd;
 mod mcp_cmd;
 mod mcp_wrap_cmd;
+mod out_path;
 mod policy_cmd;
 mod profile_cmd;
 mod run_cmd;

@@ -372,6 +372,9 @@ pub(crate) fn prepare(
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    if let Some(path) = &args.report {
+        crate::out_path::check_writable(path, "--report")?;
+    }
     let profile = args.sandbox.profile(Overrides {
         scan_mode: args.scan,
         scan_rules: args.scan_rules.clone(),

@@ -190,6 +190,30 @@ fn setup_errors_exit_125_and_say_what_to_fix() {
         o.stderr
     );
     assert!(o.stderr.contains("limits.memory"), "{}", o.stderr);
+
+    // A report that could not be written at the end is refused before the
+    // command runs (a long run's report would otherwise be lost), for
+    // `run --report` and for `learn -o` / `--report` alike.
+    let marker = w.path().join("ran");
+    let script = format!("echo ran > {}", marker.display());
+    let missing = w.path().join("no/such/dir/out");
+    for args in [
+        vec!["run", "--rw", ".", "--report"],
+        vec!["learn", "-o"],
+        vec!["learn", "-o", "p.toml", "--report"],
+    ] {
+        let o = std::process::Command::new(cordon_bin())
+            .current_dir(w.path())
+            .args(&args)
+            .arg(&missing)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains("cannot be created in"), "{args:?}: {err}");
+        assert!(!marker.exists(), "{args:?}: the command ran");
+    }
 }
 
 #[test]
