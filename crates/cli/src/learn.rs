@@ -26,10 +26,40 @@ pub struct Observed<'a> {
     pub refused_hosts: BTreeMap<(String, u16), String>,
     pub wall: Duration,
     pub peak_memory: Option<u64>,
+    /// The largest peak address space of one process (bytes; 0: unknown).
+    pub peak_address_space: u64,
     /// Distinct processes seen opening or executing a path.
     pub processes: usize,
     /// Does a path exist on the host (injected for tests).
     pub exists: &'a dyn Fn(&Path) -> bool,
+}
+
+/// The memory limit: twice the peak resident memory (at least 64 MiB),
+/// or a quarter over the largest process's peak address space when that
+/// is more. Where no memory cgroup is delegated the limit is RLIMIT_AS of
+/// each process, which counts address space: a runtime that reserves much
+/// of it (Node, the JVM, Go) would not start under a limit made from its
+/// resident memory alone.
+fn memory_line(peak: Option<u64>, address_space: u64) -> String {
+    let mib = |b: u64| b as f64 / MIB as f64;
+    let Some(peak) = peak else {
+        return "# memory: not measured on this host; the preset's limit applies\n".into();
+    };
+    let resident = (peak * 2).div_ceil(MIB).max(64);
+    let space = (address_space + address_space / 4).div_ceil(MIB);
+    if space > resident {
+        format!(
+            "memory = \"{space}MiB\"  # peak {:.1} MiB resident, {:.1} MiB of address space; \
+             the address space x1.25, which RLIMIT_AS counts where no memory cgroup is delegated\n",
+            mib(peak),
+            mib(address_space)
+        )
+    } else {
+        format!(
+            "memory = \"{resident}MiB\"  # peak {:.1} MiB; x2, at least 64 MiB\n",
+            mib(peak)
+        )
+    }
 }
 
 /// One grant with the reason for it.
@@ -239,17 +269,7 @@ pub fn profile(o: &Observed<'_>) -> (String, Files) {
         "timeout = \"{timeout}s\"  # the run took {wall:.2} s; x3, at least 10 s\n\
          cpu_time = \"{timeout}s\"  # no more CPU than wall-clock time"
     );
-    match o.peak_memory {
-        Some(peak) => {
-            let mib = (peak * 2).div_ceil(MIB).max(64);
-            let _ = writeln!(
-                t,
-                "memory = \"{mib}MiB\"  # peak {:.1} MiB; x2, at least 64 MiB",
-                peak as f64 / MIB as f64
-            );
-        }
-        None => t.push_str("# memory: not measured on this host; the preset's limit applies\n"),
-    }
+    t.push_str(&memory_line(o.peak_memory, o.peak_address_space));
     let pids = (o.processes * 4).max(32);
     let _ = writeln!(
         t,
@@ -349,6 +369,7 @@ mod tests {
             )]),
             wall: Duration::from_millis(1500),
             peak_memory: Some(20 * MIB),
+            peak_address_space: 40 * MIB,
             processes: 1,
             exists: &exists,
         };
@@ -388,6 +409,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("memory = \"64MiB\""), "{text}");
+        assert!(
+            memory_line(Some(40 * MIB), 1024 * MIB).starts_with("memory = \"1280MiB\""),
+            "a runtime's reserved address space sets the limit when it is larger"
+        );
         let p = cordon_policy::Profile::from_toml_str(&text, "learned.toml").expect("loads");
         assert_eq!(p.filesystem.read_write, vec![PathBuf::from("/w/out")]);
         assert_eq!(p.network.allow.len(), 1);

@@ -110,6 +110,7 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
         refused_hosts,
         wall: outcome.wall_time,
         peak_memory: outcome.peak_memory,
+        peak_address_space: outcome.observed_peak_address_space,
         processes: usize::try_from(outcome.observed_processes).unwrap_or(usize::MAX),
         exists: &exists,
     };

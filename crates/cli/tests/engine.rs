@@ -101,18 +101,7 @@ fn a_runtime_that_cannot_reserve_its_address_space_is_explained() {
         return;
     }
     let w = Workdir::new();
-    let bin = w.compile_c(
-        "reserve",
-        r#"#include <stdlib.h>
-#include <sys/mman.h>
-int main(void) {
-    /* What V8 does for its code range, larger: reserve, touch nothing. */
-    void *p = mmap(0, 1UL << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) abort();
-    return 0;
-}
-"#,
-    );
+    let bin = w.compile_c("reserve", RESERVES_ADDRESS_SPACE_C);
     let o = w.run(&["--memory", "256MiB"], &[bin.to_str().unwrap()]);
     let rlimits = o.report["enforcement"]["layers"]
         .as_array()

@@ -291,3 +291,34 @@ fn the_commands_own_program_is_learned() {
     assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("TOOL RAN"));
 }
+
+/// A program that reserves much address space at start (as V8 reserves
+/// its code range) and little resident memory: the learned memory limit
+/// covers its address space, which RLIMIT_AS counts where no memory cgroup
+/// is delegated, so the profile runs it there too (the rootless pass).
+/// A limit made from resident memory alone (64 MiB here) aborted it.
+#[test]
+fn a_learned_memory_limit_covers_the_address_space_a_runtime_reserves() {
+    if ready() {
+        return;
+    }
+    let tools = Workdir::new_in("/var/tmp");
+    let tool = tools.compile_c("reserver", RESERVES_ADDRESS_SPACE_C);
+    let tool = tool.to_str().unwrap();
+    let root = tempfile::Builder::new()
+        .prefix("cordon-learn-")
+        .tempdir()
+        .expect("tempdir");
+    let o = cordon(root.path(), &["learn", "-o", "p.toml", "--", tool]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let learned = std::fs::read_to_string(root.path().join("p.toml")).unwrap();
+    let profile = cordon_policy::Profile::load(&root.path().join("p.toml")).expect("loads");
+    assert!(
+        profile.limits.memory.0 >= (1 << 30) + (1 << 28),
+        "the limit covers the 1 GiB reserved, with a quarter more:\n{learned}"
+    );
+    assert!(learned.contains("of address space"), "{learned}");
+    let o = cordon(root.path(), &["run", "--profile", "p.toml", "--", tool]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("RESERVED"));
+}

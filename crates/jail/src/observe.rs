@@ -50,6 +50,10 @@ pub(crate) struct Observations {
     pub unreadable: u64,
     /// The processes that made an observed call.
     pub pids: std::collections::BTreeSet<u32>,
+    /// The largest peak address space (`VmPeak`) of a process, read at its
+    /// `exit_group`: what RLIMIT_AS, the memory limit where no memory
+    /// cgroup is delegated, would have to allow.
+    pub peak_address_space: u64,
 }
 
 /// At most this many distinct (path, access) pairs are kept.
@@ -61,6 +65,11 @@ impl Observations {
         let Some(call) = u32::try_from(req.nr).ok().and_then(|n| NATIVE.call(n)) else {
             return false;
         };
+        if call == Syscall::ExitGroup {
+            let peak = peak_address_space(req.pid).unwrap_or(0);
+            self.peak_address_space = self.peak_address_space.max(peak);
+            return true;
+        }
         let Some((dirfd, path_arg, flags)) = decode(call, req) else {
             return false;
         };
@@ -130,6 +139,21 @@ fn access_of(call: Syscall, flags: u64) -> Access {
             }
         }
     }
+}
+
+/// `VmPeak` of a live process, in bytes (`/proc/PID/status`, readable
+/// by anyone).
+fn peak_address_space(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmPeak:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 fn mem(pid: u32) -> Option<File> {

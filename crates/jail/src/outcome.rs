@@ -59,6 +59,10 @@ pub struct Outcome {
     /// Distinct processes that made an observed call.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub observed_processes: u64,
+    /// Learn mode: the largest peak address space of one process (bytes),
+    /// read when it called `exit_group`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_peak_address_space: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

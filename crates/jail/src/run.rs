@@ -558,6 +558,7 @@ impl Running {
             landlock_log: landlock_state,
             observed_unreadable: sup.observations.unreadable,
             observed_processes: sup.observations.pids.len() as u64,
+            observed_peak_address_space: sup.observations.peak_address_space,
             observed: std::mem::take(&mut sup.observations).into_paths(),
         })
     }

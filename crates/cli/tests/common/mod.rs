@@ -763,3 +763,17 @@ pub fn exchange(
         body: body.to_owned(),
     }
 }
+
+/// A C program that reserves 1 GiB of address space and touches none of it
+/// (as V8 reserves its code range at start), prints RESERVED and exits 0;
+/// it aborts when the reservation is refused (RLIMIT_AS).
+pub const RESERVES_ADDRESS_SPACE_C: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+int main(void) {
+    void *p = mmap(0, 1UL << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) abort();
+    puts("RESERVED");
+    return 0;
+}
+"#;

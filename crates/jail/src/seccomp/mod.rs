@@ -49,11 +49,12 @@ pub struct FilterOptions {
 }
 
 /// The calls `observe` hands to the supervisor: what opens, creates or
-/// executes a path.
+/// executes a path, and `exit_group`, where the process's peak address
+/// space is read while it still has one.
 pub const OBSERVED_SYSCALLS: &[Syscall] = {
     use Syscall::*;
     &[
-        Open, Openat, Openat2, Creat, Execve, Execveat, Mkdir, Mkdirat,
+        Open, Openat, Openat2, Creat, Execve, Execveat, Mkdir, Mkdirat, ExitGroup,
     ]
 };
 

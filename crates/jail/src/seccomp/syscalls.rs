@@ -129,6 +129,8 @@ syscalls! {
     Execveat "execveat" x86_64: 322 aarch64: 281;
     Mkdir "mkdir" x86_64: 83 aarch64: absent;
     Mkdirat "mkdirat" x86_64: 258 aarch64: 34;
+    // Observed in learn mode for the process's peak address space.
+    ExitGroup "exit_group" x86_64: 231 aarch64: 94;
     // Calls with argument rules.
     Ioctl "ioctl" x86_64: 16 aarch64: 29;
     Socket "socket" x86_64: 41 aarch64: 198;

@@ -578,6 +578,7 @@ fn x86_64_numbers_match_libc() {
         (Execveat, libc::SYS_execveat),
         (Mkdir, libc::SYS_mkdir),
         (Mkdirat, libc::SYS_mkdirat),
+        (ExitGroup, libc::SYS_exit_group),
         (Ioctl, libc::SYS_ioctl),
         (Socket, libc::SYS_socket),
         (Socketpair, libc::SYS_socketpair),
