@@ -30,6 +30,8 @@ pub struct Observed<'a> {
     pub peak_address_space: u64,
     /// Distinct processes seen opening or executing a path.
     pub processes: usize,
+    /// The most threads one process had (0: unknown).
+    pub most_threads: usize,
     /// Does a path exist on the host (injected for tests).
     pub exists: &'a dyn Fn(&Path) -> bool,
 }
@@ -60,6 +62,18 @@ fn memory_line(peak: Option<u64>, address_space: u64) -> String {
             mib(peak)
         )
     }
+}
+
+/// The process limit, which counts threads (the pids cgroup and
+/// RLIMIT_NPROC alike): four times the processes seen, plus the threads
+/// the busiest one had beside its main one, at least 32.
+fn pids_line(processes: usize, most_threads: usize) -> String {
+    let tasks = processes + most_threads.saturating_sub(1);
+    let pids = (tasks * 4).max(32);
+    format!(
+        "pids = {pids}  # {processes} process(es) seen opening or executing files, the busiest with \
+         {most_threads} thread(s); x4, at least 32\n"
+    )
 }
 
 /// One grant with the reason for it.
@@ -270,12 +284,7 @@ pub fn profile(o: &Observed<'_>) -> (String, Files) {
          cpu_time = \"{timeout}s\"  # no more CPU than wall-clock time"
     );
     t.push_str(&memory_line(o.peak_memory, o.peak_address_space));
-    let pids = (o.processes * 4).max(32);
-    let _ = writeln!(
-        t,
-        "pids = {pids}  # {} process(es) seen opening or executing files (threads not counted); x4, at least 32",
-        o.processes
-    );
+    t.push_str(&pids_line(o.processes, o.most_threads));
 
     t.push_str("\n[network]\n");
     if o.hosts.is_empty() {
@@ -371,6 +380,7 @@ mod tests {
             peak_memory: Some(20 * MIB),
             peak_address_space: 40 * MIB,
             processes: 1,
+            most_threads: 1,
             exists: &exists,
         };
         let (text, f) = profile(&o);
@@ -412,6 +422,11 @@ mod tests {
         assert!(
             memory_line(Some(40 * MIB), 1024 * MIB).starts_with("memory = \"1280MiB\""),
             "a runtime's reserved address space sets the limit when it is larger"
+        );
+        assert!(text.contains("pids = 32  # 1 process(es)"), "{text}");
+        assert!(
+            pids_line(2, 20).starts_with("pids = 84"),
+            "threads count: (2 processes + 19 more threads) x4"
         );
         let p = cordon_policy::Profile::from_toml_str(&text, "learned.toml").expect("loads");
         assert_eq!(p.filesystem.read_write, vec![PathBuf::from("/w/out")]);

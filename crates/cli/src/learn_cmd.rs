@@ -111,6 +111,7 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
         wall: outcome.wall_time,
         peak_memory: outcome.peak_memory,
         peak_address_space: outcome.observed_peak_address_space,
+        most_threads: usize::try_from(outcome.observed_most_threads).unwrap_or(usize::MAX),
         processes: usize::try_from(outcome.observed_processes).unwrap_or(usize::MAX),
         exists: &exists,
     };

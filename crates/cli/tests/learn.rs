@@ -292,6 +292,20 @@ fn the_commands_own_program_is_learned() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("TOOL RAN"));
 }
 
+/// `cordon learn -o p.toml -- PROGRAM` in a new directory: the
+/// directory, the profile's text and the profile as loaded.
+fn learn_a_program(program: &str) -> (tempfile::TempDir, String, cordon_policy::Profile) {
+    let root = tempfile::Builder::new()
+        .prefix("cordon-learn-")
+        .tempdir()
+        .expect("tempdir");
+    let o = cordon(root.path(), &["learn", "-o", "p.toml", "--", program]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let learned = std::fs::read_to_string(root.path().join("p.toml")).unwrap();
+    let profile = cordon_policy::Profile::load(&root.path().join("p.toml")).expect("loads");
+    (root, learned, profile)
+}
+
 /// A program that reserves much address space at start (as V8 reserves
 /// its code range) and little resident memory: the learned memory limit
 /// covers its address space, which RLIMIT_AS counts where no memory cgroup
@@ -305,14 +319,7 @@ fn a_learned_memory_limit_covers_the_address_space_a_runtime_reserves() {
     let tools = Workdir::new_in("/var/tmp");
     let tool = tools.compile_c("reserver", RESERVES_ADDRESS_SPACE_C);
     let tool = tool.to_str().unwrap();
-    let root = tempfile::Builder::new()
-        .prefix("cordon-learn-")
-        .tempdir()
-        .expect("tempdir");
-    let o = cordon(root.path(), &["learn", "-o", "p.toml", "--", tool]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let learned = std::fs::read_to_string(root.path().join("p.toml")).unwrap();
-    let profile = cordon_policy::Profile::load(&root.path().join("p.toml")).expect("loads");
+    let (root, learned, profile) = learn_a_program(tool);
     assert!(
         profile.limits.memory.0 >= (1 << 30) + (1 << 28),
         "the limit covers the 1 GiB reserved, with a quarter more:\n{learned}"
@@ -321,4 +328,38 @@ fn a_learned_memory_limit_covers_the_address_space_a_runtime_reserves() {
     let o = cordon(root.path(), &["run", "--profile", "p.toml", "--", tool]);
     assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("RESERVED"));
+}
+
+/// A program that runs 40 threads at once: the learned process limit
+/// counts them (the pids cgroup and RLIMIT_NPROC count threads), so the
+/// profile runs it. Counting processes alone gave 32, where it could not
+/// start its threads.
+#[test]
+fn a_learned_process_limit_counts_threads() {
+    if ready() {
+        return;
+    }
+    let tools = Workdir::new_in("/var/tmp");
+    let tool = tools.compile_c(
+        "threads",
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *nap(void *arg) { (void)arg; usleep(100000); return 0; }
+int main(void) {
+    pthread_t t[40];
+    for (int i = 0; i < 40; i++)
+        if (pthread_create(&t[i], 0, nap, 0) != 0) { printf("started only %d threads\n", i); return 1; }
+    for (int i = 0; i < 40; i++) pthread_join(t[i], 0);
+    puts("40 THREADS");
+    return 0;
+}
+"#,
+    );
+    let tool = tool.to_str().unwrap();
+    let (root, learned, profile) = learn_a_program(tool);
+    assert!(profile.limits.pids >= 41, "{learned}");
+    let o = cordon(root.path(), &["run", "--profile", "p.toml", "--", tool]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("40 THREADS"));
 }

@@ -54,6 +54,10 @@ pub(crate) struct Observations {
     /// `exit_group`: what RLIMIT_AS, the memory limit where no memory
     /// cgroup is delegated, would have to allow.
     pub peak_address_space: u64,
+    /// The most threads one process had, read at each `clone` and at its
+    /// `exit_group`: RLIMIT_NPROC and the pids cgroup count threads, not
+    /// processes.
+    pub most_threads: u64,
 }
 
 /// At most this many distinct (path, access) pairs are kept.
@@ -65,10 +69,22 @@ impl Observations {
         let Some(call) = u32::try_from(req.nr).ok().and_then(|n| NATIVE.call(n)) else {
             return false;
         };
-        if call == Syscall::ExitGroup {
-            let peak = peak_address_space(req.pid).unwrap_or(0);
-            self.peak_address_space = self.peak_address_space.max(peak);
-            return true;
+        match call {
+            Syscall::ExitGroup => {
+                let (peak, threads) = status_of(req.pid).unwrap_or_default();
+                self.peak_address_space = self.peak_address_space.max(peak);
+                self.most_threads = self.most_threads.max(threads);
+                return true;
+            }
+            Syscall::Clone => {
+                // A new thread joins the caller's group once the call
+                // returns.
+                let (_, threads) = status_of(req.pid).unwrap_or_default();
+                let new_thread = req.args[0] & libc::CLONE_THREAD as u64 != 0;
+                self.most_threads = self.most_threads.max(threads + u64::from(new_thread));
+                return true;
+            }
+            _ => {}
         }
         let Some((dirfd, path_arg, flags)) = decode(call, req) else {
             return false;
@@ -141,19 +157,18 @@ fn access_of(call: Syscall, flags: u64) -> Access {
     }
 }
 
-/// `VmPeak` of a live process, in bytes (`/proc/PID/status`, readable
-/// by anyone).
-fn peak_address_space(pid: u32) -> Option<u64> {
+/// A live process's `VmPeak` in bytes and its number of threads
+/// (`/proc/PID/status`, readable by anyone).
+fn status_of(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmPeak:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(kib * 1024)
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().trim_end_matches("kB").trim())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some((field("VmPeak:")? * 1024, field("Threads:")?))
 }
 
 fn mem(pid: u32) -> Option<File> {

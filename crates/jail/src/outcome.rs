@@ -63,6 +63,10 @@ pub struct Outcome {
     /// read when it called `exit_group`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub observed_peak_address_space: u64,
+    /// Learn mode: the most threads one process had (read at each `clone`
+    /// and `exit_group`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_most_threads: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

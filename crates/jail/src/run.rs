@@ -559,6 +559,7 @@ impl Running {
             observed_unreadable: sup.observations.unreadable,
             observed_processes: sup.observations.pids.len() as u64,
             observed_peak_address_space: sup.observations.peak_address_space,
+            observed_most_threads: sup.observations.most_threads,
             observed: std::mem::take(&mut sup.observations).into_paths(),
         })
     }

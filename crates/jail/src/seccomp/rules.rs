@@ -107,7 +107,12 @@ pub fn program(options: FilterOptions, arch: &Arch) -> Result<Vec<sock_filter>, 
     a.bind(clone);
     a.load(arg_low(0));
     a.jump_if(Cmp::Set, CLONE_NAMESPACE_FLAGS, refuse);
-    a.ret(ALLOW);
+    if options.observe {
+        // Learn mode counts threads where they are made.
+        a.goto(observe);
+    } else {
+        a.ret(ALLOW);
+    }
 
     // Socket families: everything not explicitly allowed is refused.
     a.bind(socket);
