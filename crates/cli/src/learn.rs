@@ -25,6 +25,8 @@ pub struct Observed<'a> {
     /// Refused proxy attempts: (host, port) -> why (the proxy's rule).
     pub refused_hosts: BTreeMap<(String, u16), String>,
     pub wall: Duration,
+    /// CPU time of all its processes, user and system.
+    pub cpu: Duration,
     pub peak_memory: Option<u64>,
     /// The largest peak address space of one process (bytes; 0: unknown).
     pub peak_address_space: u64,
@@ -280,8 +282,14 @@ pub fn profile(o: &Observed<'_>) -> (String, Files) {
     let timeout = (wall * 3.0).ceil().max(10.0) as u64;
     let _ = writeln!(
         t,
-        "timeout = \"{timeout}s\"  # the run took {wall:.2} s; x3, at least 10 s\n\
-         cpu_time = \"{timeout}s\"  # no more CPU than wall-clock time"
+        "timeout = \"{timeout}s\"  # the run took {wall:.2} s; x3, at least 10 s"
+    );
+    // RLIMIT_CPU: a parallel tool uses more CPU than wall-clock time.
+    let cpu = o.cpu.as_secs_f64();
+    let cpu_time = ((cpu * 3.0).ceil() as u64).max(timeout);
+    let _ = writeln!(
+        t,
+        "cpu_time = \"{cpu_time}s\"  # it used {cpu:.2} s of CPU; x3, at least the timeout"
     );
     t.push_str(&memory_line(o.peak_memory, o.peak_address_space));
     t.push_str(&pids_line(o.processes, o.most_threads));
@@ -377,6 +385,7 @@ mod tests {
                 "private-address 10.0.0.1".to_owned(),
             )]),
             wall: Duration::from_millis(1500),
+            cpu: Duration::from_millis(9000),
             peak_memory: Some(20 * MIB),
             peak_address_space: 40 * MIB,
             processes: 1,
@@ -412,6 +421,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("timeout = \"10s\""), "{text}");
+        assert!(
+            text.contains("cpu_time = \"27s\"  # it used 9.00 s of CPU"),
+            "a parallel run's CPU, not its wall-clock time: {text}"
+        );
         assert!(
             text.contains(
                 "# not granted: 10.0.0.1:80 was refused while learning (private-address 10.0.0.1)"

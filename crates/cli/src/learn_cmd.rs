@@ -109,6 +109,7 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
         hosts,
         refused_hosts,
         wall: outcome.wall_time,
+        cpu: outcome.user_time + outcome.system_time,
         peak_memory: outcome.peak_memory,
         peak_address_space: outcome.observed_peak_address_space,
         most_threads: usize::try_from(outcome.observed_most_threads).unwrap_or(usize::MAX),
