@@ -3,7 +3,7 @@
 # `cordon serve`, in a virtual environment under target/ (the host's Python
 # stays untouched).
 #
-#   bash .ci/pyclient.sh install   # make the venv: httpx, pytest, ./clients/python (PyPI)
+#   bash .ci/pyclient.sh install   # make the venv: httpx, pytest, hatchling, ./clients/python (PyPI)
 #   bash .ci/pyclient.sh test      # build the binary, run pytest on this tree's client
 #
 # Without the venv `test` prints SKIPPED, and fails in CI
@@ -17,10 +17,11 @@ install)
     if [ ! -x "$venv/bin/python" ]; then
         python3 -m venv "$venv"
     fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check httpx pytest
+    # hatchling: the client's build backend, for the packaging test's
+    # offline build (test_packaging.py).
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check httpx pytest 'hatchling>=1.27'
     # Installed as a user would, to prove `pip install ./clients/python` works.
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
-    rm -rf clients/python/build
     ;;
 test)
     if [ ! -x "$venv/bin/pytest" ]; then
