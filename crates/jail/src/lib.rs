@@ -63,4 +63,4 @@ pub use spec::{
     Bind, FileOverlay, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction,
     Spec, StageMode, StagedBind, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,
 };
-pub use verdict::{address_space_note, signal_death};
+pub use verdict::{death_by_signal, AddressSpaceLimit};

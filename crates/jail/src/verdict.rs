@@ -150,31 +150,43 @@ fn ended_by_cordon(spec: &Spec, sup: &Supervision) -> Option<(EndReason, i32, Op
 /// command been its own child (cordon's exit status 128+N tells a shell
 /// nothing), with the address-space note when memory is RLIMIT_AS.
 fn killed_by_signal(spec: &Spec, signal: i32, rlimit_memory: bool) -> Option<String> {
-    let mut msg = signal_death(signal)?;
-    let limit = spec.limits.memory.filter(|_| rlimit_memory);
-    if let Some(note) = limit.and_then(|m| address_space_note(signal, Some(m))) {
-        msg.push_str(&format!(
-            "; {note}: give a larger --memory, or run where a memory cgroup is delegated (see `cordon doctor`)"
-        ));
-    }
-    Some(msg)
+    let rlimit_as = rlimit_memory.then_some(AddressSpaceLimit {
+        bytes: spec.limits.memory,
+        remedy: "give a larger --memory, or run where a memory cgroup is delegated (see `cordon doctor`)",
+    });
+    death_by_signal(signal, rlimit_as)
 }
 
-/// "the command was killed by signal N (NAME)"; None for SIGPIPE, a
-/// reader that went away (`| head`), which a shell does not mention either.
-pub fn signal_death(signal: i32) -> Option<String> {
+/// Memory limited as address space (RLIMIT_AS, no memory cgroup): the
+/// limit when known, and how the caller gives a command more room.
+#[derive(Debug, Clone, Copy)]
+pub struct AddressSpaceLimit<'a> {
+    pub bytes: Option<u64>,
+    pub remedy: &'a str,
+}
+
+/// "the command was killed by signal N (NAME)", and where memory is
+/// RLIMIT_AS and the signal is a crash at start, why that may be and the
+/// remedy. None for SIGPIPE, a reader that went away (`| head`), which a
+/// shell does not mention either. One wording for `cordon run` and sessions.
+pub fn death_by_signal(signal: i32, rlimit_as: Option<AddressSpaceLimit>) -> Option<String> {
     if signal == libc::SIGPIPE {
         return None;
     }
     let name = signal_name(signal).map_or(String::new(), |n| format!(" ({n})"));
-    Some(format!("the command was killed by signal {signal}{name}"))
+    let mut msg = format!("the command was killed by signal {signal}{name}");
+    if let Some(limit) = rlimit_as {
+        if let Some(note) = address_space_note(signal, limit.bytes) {
+            msg.push_str(&format!("; {note}: {}", limit.remedy));
+        }
+    }
+    Some(msg)
 }
 
-/// Where memory is RLIMIT_AS (no memory cgroup), a crash at start is often
-/// a runtime that could not reserve its address space (V8 traps, glibc and
-/// the JVM abort): the note that says so, for those signals. `limit`: the
-/// limit in bytes, when known.
-pub fn address_space_note(signal: i32, limit: Option<u64>) -> Option<String> {
+/// A crash at start where memory is RLIMIT_AS is often a runtime that could
+/// not reserve its address space (V8 traps, glibc and the JVM abort): the
+/// note that says so, for those signals.
+fn address_space_note(signal: i32, limit: Option<u64>) -> Option<String> {
     let crash = [libc::SIGTRAP, libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS].contains(&signal);
     let size = limit.map_or(String::new(), |m| format!(", {} MiB", m >> 20));
     crash.then(|| {

@@ -239,7 +239,7 @@ pub(crate) struct StartWith {
     /// Bytes of events kept for re-attaching.
     pub event_buffer: usize,
     /// The session's memory is RLIMIT_AS (no memory cgroup): a crash is
-    /// explained with it (see `cordon_jail::address_space_note`).
+    /// explained with it (see `cordon_jail::death_by_signal`).
     pub memory_by_rlimit: bool,
 }
 
@@ -726,17 +726,12 @@ fn exit_info(
 /// What a command's death by `sig` says (the same words as `cordon run`),
 /// with the address-space note where memory is RLIMIT_AS.
 fn signal_message(sig: i32, memory_by_rlimit: bool) -> Option<String> {
-    let mut msg = cordon_jail::signal_death(sig)?;
-    if let Some(note) = memory_by_rlimit
-        .then(|| cordon_jail::address_space_note(sig, None))
-        .flatten()
-    {
-        msg.push_str(&format!(
-            "; {note}: create the sandbox with more memory, or run the server where a memory \
-             cgroup is delegated (see `cordon doctor`)"
-        ));
-    }
-    Some(msg)
+    let rlimit_as = memory_by_rlimit.then_some(cordon_jail::AddressSpaceLimit {
+        bytes: None,
+        remedy: "create the sandbox with more memory, or run the server where a memory cgroup \
+                 is delegated (see `cordon doctor`)",
+    });
+    cordon_jail::death_by_signal(sig, rlimit_as)
 }
 
 fn gone_exit() -> ExitInfo {
