@@ -17,7 +17,7 @@ use crate::control::Control;
 use crate::error::{Result, SessionError};
 pub use crate::process::Process;
 use crate::process::{ExecBook, ExecRequest, StartWith};
-use crate::spawner::{read_frame_with_fds, write_frame, Reply, Request, Spawner};
+use crate::spawner::{read_frame_with_fds, write_frame, Created, Reply, Request, Spawner};
 use crate::widen::{ActiveWidening, Widening, WideningId};
 
 /// Engine-wide settings.
@@ -216,26 +216,9 @@ impl Engine {
         };
         let (reply, fds) = self.ask(request).await?;
         match reply {
-            Reply::Created {
-                pid,
-                proxy,
-                cgroup_dirs,
-                pipe_owner,
-                memory_by_rlimit,
-                ..
-            } => Parts::receive(
-                id,
-                pid,
-                proxy,
-                cgroup_dirs,
-                pipe_owner,
-                fds,
-                self.inner.config.max_execs_per_session,
-            )
-            .map(|parts| Parts {
-                memory_by_rlimit,
-                ..parts
-            }),
+            Reply::Created(created) => {
+                Parts::receive(id, *created, fds, self.inner.config.max_execs_per_session)
+            }
             other => Err(failure(other)),
         }
     }
@@ -886,22 +869,16 @@ pub(crate) struct Parts {
 }
 
 impl Parts {
-    fn receive(
-        id: String,
-        pid: i32,
-        proxy: bool,
-        cgroup_dirs: Vec<PathBuf>,
-        pipe_owner: Option<(u32, u32)>,
-        fds: Vec<OwnedFd>,
-        max_execs: usize,
-    ) -> Result<Parts> {
+    /// The spawner's reply and the descriptors that came with it: the
+    /// pidfd, the control socket, and the proxy listener when there is one.
+    fn receive(id: String, created: Created, fds: Vec<OwnedFd>, max_execs: usize) -> Result<Parts> {
         let mut fds = fds.into_iter();
         let (Some(pidfd), Some(control)) = (fds.next(), fds.next()) else {
             return Err(SessionError::SpawnerGone(
                 "the sandbox's descriptors did not arrive".into(),
             ));
         };
-        let proxy_listener = if proxy {
+        let proxy_listener = if created.proxy {
             Some(std::net::TcpListener::from(fds.next().ok_or_else(
                 || SessionError::SpawnerGone("the proxy listener did not arrive".into()),
             )?))
@@ -910,13 +887,13 @@ impl Parts {
         };
         Ok(Parts {
             id,
-            pid,
+            pid: created.pid,
             pidfd,
             control: Control::new(control, max_execs)?,
             proxy_listener,
-            cgroup_dirs,
-            pipe_owner,
-            memory_by_rlimit: false,
+            cgroup_dirs: created.cgroup_dirs,
+            pipe_owner: created.pipe_owner,
+            memory_by_rlimit: created.memory_by_rlimit,
         })
     }
 }

@@ -65,21 +65,24 @@ pub(crate) enum Request {
     },
 }
 
+/// A sandbox the spawner built, as the engine receives it.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Created {
+    pub(crate) pid: i32,
+    pub(crate) proxy: bool,
+    pub(crate) enforcement: Enforcement,
+    /// Memory is RLIMIT_AS, no memory cgroup.
+    pub(crate) memory_by_rlimit: bool,
+    pub(crate) cgroup_dirs: Vec<PathBuf>,
+    pub(crate) pipe_owner: Option<(u32, u32)>,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub(crate) enum Reply {
     /// Followed by the fds: pidfd, control socket, proxy listener (when
     /// `proxy`).
-    Created {
-        pid: i32,
-        proxy: bool,
-        enforcement: Box<Enforcement>,
-        /// Memory is RLIMIT_AS, no memory cgroup.
-        #[serde(default)]
-        memory_by_rlimit: bool,
-        cgroup_dirs: Vec<PathBuf>,
-        pipe_owner: Option<(u32, u32)>,
-    },
+    Created(Box<Created>),
     Failed {
         layer: Option<Layer>,
         message: String,
@@ -204,14 +207,14 @@ fn handle(
                     .take_control()
                     .ok_or_else(|| io::Error::other("no control socket"))?;
                 let proxy = sandbox.take_proxy_listener();
-                let reply = Reply::Created {
+                let reply = Reply::Created(Box::new(Created {
                     pid: sandbox.pid(),
                     proxy: proxy.is_some(),
-                    enforcement: Box::new(sandbox.enforcement().clone()),
+                    enforcement: sandbox.enforcement().clone(),
                     memory_by_rlimit: sandbox.memory_by_rlimit(),
                     cgroup_dirs: sandbox.cgroup_dirs(),
                     pipe_owner: sandbox.pipe_owner(),
-                };
+                }));
                 let mut fds: Vec<BorrowedFd<'_>> = vec![pidfd.as_fd(), control.as_fd()];
                 if let Some(p) = &proxy {
                     fds.push(p.as_fd());
