@@ -518,18 +518,18 @@ fn limit_incidents(o: &Outcome, out: &mut Vec<Incident>) {
         evidence,
     };
     let b = &o.breaches;
-    if b.oom_kills > 0 {
+    if let Some(kills) = b.oom_kills.filter(|&n| n > 0) {
         out.push(limit(
             Severity::Medium,
-            format!("memory limit: {} OOM kill(s)", b.oom_kills),
-            json!({"oom_kills": b.oom_kills, "limit": o.limits.memory}),
+            format!("memory limit: {kills} OOM kill(s)"),
+            json!({"oom_kills": kills, "limit": o.limits.memory}),
         ));
     }
-    if b.pids_limit_hits > 0 {
+    if let Some(hits) = b.pids_limit_hits.filter(|&n| n > 0) {
         out.push(limit(
             Severity::Medium,
-            format!("process limit hit {} time(s)", b.pids_limit_hits),
-            json!({"hits": b.pids_limit_hits, "limit": o.limits.pids}),
+            format!("process limit hit {hits} time(s)"),
+            json!({"hits": hits, "limit": o.limits.pids}),
         ));
     }
     match o.reason {

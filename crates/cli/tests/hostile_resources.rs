@@ -139,8 +139,14 @@ fn fork_until_refused() {
                 > 0
         );
     } else {
-        // RLIMIT_NPROC refuses the fork; the kernel keeps no counter.
+        // RLIMIT_NPROC refuses the fork; the kernel keeps no counter, and
+        // the report says "unknown", never "no refusal".
         assert_eq!(o.reason(), "exited");
+        assert!(
+            o.report["breaches"]["pids_limit_hits"].is_null(),
+            "{}",
+            o.report["breaches"]
+        );
     }
     assert_eq!(o.report["limits"]["pids"], 32);
     assert_no_process_with(&mark);
@@ -189,6 +195,12 @@ except MemoryError:
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("unexpected output: {}", o.stdout));
         assert!(n * (16 << 20) < limit, "{n} chunks of 16 MiB under 64 MiB");
+        // No memory cgroup, no OOM counter: unknown, never 0.
+        assert!(
+            o.report["breaches"]["oom_kills"].is_null(),
+            "{}",
+            o.report["breaches"]
+        );
     }
     assert_no_process_with(&mark);
     assert!(sleeper.alive(), "the host sleeper died (host OOM?)");

@@ -351,8 +351,10 @@ pub struct Cgroup {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Stats {
     pub peak_memory: Option<u64>,
-    pub oom_kills: u64,
-    pub pids_limit_hits: u64,
+    /// None without a memory controller: no counter to read.
+    pub oom_kills: Option<u64>,
+    /// None without a pids controller: no counter to read.
+    pub pids_limit_hits: Option<u64>,
     pub user_usec: Option<u64>,
     pub system_usec: Option<u64>,
 }
@@ -547,17 +549,18 @@ impl Cgroup {
             match v {
                 Version::V2 => {
                     s.peak_memory = read_u64(&dir.join("memory.peak"));
-                    s.oom_kills = read_key(&dir.join("memory.events"), "oom_kill").unwrap_or(0);
+                    s.oom_kills =
+                        Some(read_key(&dir.join("memory.events"), "oom_kill").unwrap_or(0));
                 }
                 Version::V1 => {
                     s.peak_memory = read_u64(&dir.join("memory.max_usage_in_bytes"));
                     s.oom_kills =
-                        read_key(&dir.join("memory.oom_control"), "oom_kill").unwrap_or(0);
+                        Some(read_key(&dir.join("memory.oom_control"), "oom_kill").unwrap_or(0));
                 }
             }
         }
         if let Some((_, dir)) = &self.pids {
-            s.pids_limit_hits = read_key(&dir.join("pids.events"), "max").unwrap_or(0);
+            s.pids_limit_hits = Some(read_key(&dir.join("pids.events"), "max").unwrap_or(0));
         }
         if let Some((v, dir)) = &self.cpu {
             match v {

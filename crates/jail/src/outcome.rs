@@ -130,8 +130,12 @@ pub struct StreamStats {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Breaches {
-    pub oom_kills: u64,
-    pub pids_limit_hits: u64,
+    /// Kills by the memory cgroup's OOM killer. None where memory is
+    /// RLIMIT_AS: the kernel then fails the allocation and counts nothing.
+    pub oom_kills: Option<u64>,
+    /// Forks the pids cgroup refused. None where processes are bounded by
+    /// RLIMIT_NPROC: the kernel then fails the fork and counts nothing.
+    pub pids_limit_hits: Option<u64>,
     pub output_truncated: bool,
     /// /tmp had no space or inodes left when the workload ended.
     pub tmp_full: bool,
@@ -142,6 +146,18 @@ pub struct Breaches {
     /// SIGXFSZ), even when that process was not the workload itself.
     #[serde(default)]
     pub file_at_size_limit: bool,
+}
+
+impl Breaches {
+    /// The memory cgroup killed a process (never known under RLIMIT_AS).
+    pub fn oom_killed(&self) -> bool {
+        self.oom_kills.is_some_and(|n| n > 0)
+    }
+
+    /// The pids cgroup refused a fork (never known under RLIMIT_NPROC).
+    pub fn pids_refused(&self) -> bool {
+        self.pids_limit_hits.is_some_and(|n| n > 0)
+    }
 }
 
 /// Which layers were applied, and how.

@@ -30,13 +30,13 @@ pub(crate) fn classify(
     };
     match status {
         Some(WaitStatus::Exited { code }) => {
-            if code != 0 && breaches.pids_limit_hits > 0 {
+            if code != 0 && breaches.pids_refused() {
                 (
                     EndReason::PidsLimit,
                     code,
                     Some("the process limit was reached".into()),
                 )
-            } else if code != 0 && breaches.oom_kills > 0 {
+            } else if code != 0 && breaches.oom_killed() {
                 (EndReason::MemoryLimit, code, memory_msg())
             } else {
                 (EndReason::Exited, code, None)
@@ -44,13 +44,13 @@ pub(crate) fn classify(
         }
         Some(WaitStatus::Signaled { signal, .. }) => {
             let code = 128 + signal;
-            if signal == libc::SIGKILL && breaches.oom_kills > 0 {
+            if signal == libc::SIGKILL && breaches.oom_killed() {
                 (EndReason::MemoryLimit, code, memory_msg())
             } else if signal == libc::SIGXCPU
                 || (signal == libc::SIGKILL
                     && spec.limits.cpu.is_some()
                     && sup.interrupted.is_none()
-                    && breaches.oom_kills == 0
+                    && !breaches.oom_killed()
                     && cpu_exhausted(spec, cpu_used))
             {
                 (
@@ -75,7 +75,7 @@ pub(crate) fn classify(
             }
         }
         None => {
-            if breaches.oom_kills > 0 {
+            if breaches.oom_killed() {
                 (EndReason::MemoryLimit, 128 + libc::SIGKILL, memory_msg())
             } else if sup.interrupted.is_some() {
                 (
