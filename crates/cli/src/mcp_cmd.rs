@@ -13,7 +13,8 @@ use cordon_policy::TrustLevel;
 #[derive(Debug, Args)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon mcp --policy agent.cedar                # execs decided by a policy; asks go to the client\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --server /run/user/1000/cordon/cordon.sock   # the sandboxes of a running cordon serve\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
+    after_help = "Tools: sandbox_create, sandbox_exec, sandbox_run_code, sandbox_write_file,\n       sandbox_read_file, sandbox_list_files, sandbox_destroy\n\nExamples:\n  cordon mcp                                   # stdio: put this in an MCP client's config\n  cordon mcp --max-preset low                  # sandboxes without network only
+  cordon mcp --max-memory 4GiB                 # a sandbox may ask for up to 4 GiB\n  cordon mcp --allow-net pypi.org --allow-net files.pythonhosted.org\n  cordon mcp --policy agent.cedar                # execs decided by a policy; asks go to the client\n  cordon token create --name agent --preset medium --allow-net pypi.org\n  cordon mcp --server /run/user/1000/cordon/cordon.sock   # the sandboxes of a running cordon serve\n  cordon mcp --http 127.0.0.1:7701             # Streamable HTTP at http://127.0.0.1:7701/mcp,\n                                               # Authorization: Bearer <token> required\n\nA client config (stdio):\n  {\"mcpServers\": {\"cordon\": {\"command\": \"cordon\", \"args\": [\"mcp\"]}}}"
 )]
 pub struct McpArgs {
     #[command(subcommand)]
@@ -48,6 +49,10 @@ pub struct ServeMcpArgs {
     /// The most permissive preset a sandbox may have (stdio; over HTTP the token's ceiling decides).
     #[arg(long, value_name = "LEVEL", default_value = "medium")]
     max_preset: TrustLevel,
+    /// The largest memory limit a sandbox may ask for (stdio; over HTTP the token's ceiling decides)
+    /// [default: the --max-preset's memory].
+    #[arg(long, value_name = "SIZE", value_parser = crate::serve_cmd::parse_memory_ceiling)]
+    max_memory: Option<u64>,
     /// A host pattern sandboxes may be allowed to reach (repeatable; stdio; none by default).
     #[arg(long = "allow-net", value_name = "PATTERN")]
     allow_net: Vec<String>,
@@ -130,7 +135,14 @@ fn serve(args: ServeMcpArgs) -> anyhow::Result<u8> {
         },
         ceiling: cordon_server::tokens::Ceiling {
             preset: args.max_preset,
-            memory: None,
+            memory: Some(
+                args.max_memory.unwrap_or(
+                    cordon_policy::Profile::preset(args.max_preset)
+                        .limits
+                        .memory
+                        .0,
+                ),
+            ),
             pids: None,
             allow_net: args.allow_net,
             max_sandboxes: args.max_sandboxes.max(1),

@@ -102,6 +102,16 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A ceiling on a sandbox's memory: 0 would mean "no limit" to a profile,
+/// which no ceiling lets through, so a ceiling of 0 would refuse every
+/// sandbox; it is refused here instead.
+pub(crate) fn parse_memory_ceiling(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err("a memory ceiling must be above 0 (leave it out for none)".into()),
+        bytes => Ok(bytes),
+    }
+}
+
 /// One warm pool per --warm-preset, each built from what a create naming
 /// only that preset gets.
 fn warm_pools(args: &ServeArgs) -> anyhow::Result<Vec<cordon_session::PoolConfig>> {

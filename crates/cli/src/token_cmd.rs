@@ -34,10 +34,10 @@ pub struct CreateArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     max_sandboxes: usize,
     /// Largest memory limit per sandbox (e.g. 512M).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::serve_cmd::parse_memory_ceiling)]
     memory: Option<u64>,
     /// Largest pids limit per sandbox.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pids: Option<u64>,
     /// A host pattern its sandboxes may be allowed to reach (repeat).
     #[arg(long = "allow-net", value_name = "HOST")]
@@ -49,12 +49,6 @@ pub struct CreateArgs {
     /// Print {"name", "token", "ceiling"} as JSON.
     #[arg(long)]
     json: bool,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    cordon_policy::parse_size(s)
-        .map(|b| b.0)
-        .map_err(|e| e.to_string())
 }
 
 pub fn run(cmd: TokenCommand) -> anyhow::Result<u8> {

@@ -1011,3 +1011,43 @@ fn a_secret_is_a_placeholder_inside_and_for_the_owner_only() {
     );
     assert_eq!(r.status, 422, "{}", r.body);
 }
+
+/// A ceiling of 0 (memory or processes) would refuse every sandbox a token
+/// or `cordon mcp` asks for, since a profile reads 0 as "no limit": both
+/// are refused when given, and no token is stored.
+#[test]
+fn a_ceiling_of_zero_is_refused_when_given() {
+    let state = tempfile::tempdir().unwrap();
+    let cordon = |args: &[&str]| {
+        let out = Command::new(cordon_bin())
+            .args(args)
+            .env("CORDON_STATE_DIR", state.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for args in [
+        &["token", "create", "--name", "zero", "--memory", "0"][..],
+        &["token", "create", "--name", "zero", "--pids", "0"][..],
+        &["mcp", "--max-memory", "0"][..],
+    ] {
+        let (code, _, err) = cordon(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("invalid value '0'"), "{args:?}: {err}");
+    }
+    let (code, listed, err) = cordon(&["token", "list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!listed.contains("zero"), "{listed}");
+    // A positive ceiling is taken.
+    let (code, _, err) = cordon(&[
+        "token", "create", "--name", "some", "--memory", "1G", "--pids", "64",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let (_, listed, _) = cordon(&["token", "list"]);
+    assert!(listed.contains("some"), "{listed}");
+}

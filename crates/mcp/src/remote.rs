@@ -175,10 +175,7 @@ impl Remote {
     }
 
     pub async fn create(&self, caller: &Caller, req: CreateRequest) -> Result<Created, ToolError> {
-        let mut body = json!({"preset": req.preset, "allow_net": req.allow_net, "ttl": req.ttl});
-        if let Some(idle) = self.inner.idle_timeout {
-            body["idle_timeout"] = json!(idle.as_secs().max(1));
-        }
+        let body = req.to_wire(self.inner.idle_timeout);
         // The caller's ceiling, checked here: the server sees its owner.
         let wire: cordon_server::wire::CreateSandbox = serde_json::from_value(body.clone())
             .map_err(|e| ToolError::new(format!("the arguments do not form a request: {e}")))?;

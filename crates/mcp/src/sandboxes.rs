@@ -64,6 +64,23 @@ pub struct CreateRequest {
     pub allow_net: Vec<String>,
     /// `"10m"`, `"1h"`, or seconds as text.
     pub ttl: Option<serde_json::Value>,
+    /// Bytes, or text such as `"2GiB"`.
+    pub memory: Option<serde_json::Value>,
+}
+
+impl CreateRequest {
+    /// The body of `POST /v1/sandboxes` this request makes, as the MCP
+    /// server's own engine and a running `cordon serve` both plan it.
+    pub fn to_wire(&self, idle_timeout: Option<Duration>) -> serde_json::Value {
+        let mut body = json!({"preset": self.preset, "allow_net": self.allow_net, "ttl": self.ttl});
+        if let Some(memory) = &self.memory {
+            body["memory"] = memory.clone();
+        }
+        if let Some(idle) = idle_timeout {
+            body["idle_timeout"] = json!(idle.as_secs().max(1));
+        }
+        body
+    }
 }
 
 /// A new sandbox as the tool reports it.
@@ -146,10 +163,7 @@ impl Sandboxes {
                 .with_fix("destroy one with sandbox_destroy first"));
             }
         }
-        let mut body = json!({"preset": req.preset, "allow_net": req.allow_net, "ttl": req.ttl});
-        if let Some(idle) = self.inner.limits.idle_timeout {
-            body["idle_timeout"] = json!(idle.as_secs().max(1));
-        }
+        let body = req.to_wire(self.inner.limits.idle_timeout);
         let wire: cordon_server::wire::CreateSandbox = serde_json::from_value(body)
             .map_err(|e| ToolError::new(format!("the arguments do not form a request: {e}")))?;
         let plan = cordon_server::planning::plan(&wire, caller)?;

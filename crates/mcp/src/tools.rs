@@ -68,6 +68,23 @@ impl DurationArg {
     }
 }
 
+/// A size: bytes, or text such as `"512MiB"`, `"2GiB"`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SizeArg {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeArg {
+    fn to_json(&self) -> Value {
+        match self {
+            SizeArg::Bytes(b) => json!(b),
+            SizeArg::Text(t) => json!(t),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateArgs {
@@ -87,6 +104,10 @@ pub struct CreateArgs {
     /// `sandbox_destroy`, an idle timeout, or the end of this server.
     #[serde(default)]
     pub ttl: Option<DurationArg>,
+    /// The sandbox's memory limit (bytes, or `"512MiB"`, `"4GiB"`), in
+    /// place of its preset's; at most what this server allows.
+    #[serde(default)]
+    pub memory: Option<SizeArg>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -412,6 +433,7 @@ impl CordonTools {
             preset: args.preset,
             allow_net: args.allow_net,
             ttl: args.ttl.as_ref().map(DurationArg::to_json),
+            memory: args.memory.as_ref().map(SizeArg::to_json),
         };
         let created = self.backend.create(&caller, req).await?;
         serde_json::to_value(created).map_err(|e| ToolError::new(e.to_string()))

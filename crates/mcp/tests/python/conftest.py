@@ -34,7 +34,8 @@ def http_server() -> Iterator[HttpServer]:
             binary,
             Path(tmp),
             {
-                "alice": ["--preset", "medium", "--allow-net", "pypi.org"],
+                # The same memory ceiling as stdio's default (medium's).
+                "alice": ["--preset", "medium", "--allow-net", "pypi.org", "--memory", "2GiB"],
                 "bob": ["--preset", "low", "--max-sandboxes", "2"],
             },
         )

@@ -134,6 +134,45 @@ def test_create_exec_files_code_destroy(connect: Callable[[], Any]) -> None:
     anyio.run(main)
 
 
+# Takes 300 MiB and writes every page, or exits 3 on MemoryError.
+TAKE_300_MIB = """
+import sys
+try:
+    block = bytearray(300 << 20)
+    block[::4096] = b"\\x01" * len(block[::4096])
+except MemoryError:
+    sys.exit(3)
+print("took it")
+"""
+
+
+def test_a_sandbox_gets_the_memory_it_asks_for_within_the_ceiling(connect: Callable[[], Any]) -> None:
+    """`memory` replaces the preset's limit, enforced as `cordon run
+    --memory` is (the memory cgroup kills; under RLIMIT_AS the allocation
+    fails); beyond the server's ceiling (stdio: the --max-preset's memory;
+    HTTP: the token's) it is refused."""
+
+    async def main() -> None:
+        async with connect() as t:
+            small = await t.ok("sandbox_create", memory="200MiB")
+            assert small["memory_bytes"] == 200 << 20, small
+            r = await t.ok("sandbox_exec", sandbox_id=small["sandbox_id"], argv=["python3", "-c", TAKE_300_MIB])
+            assert r["exit_code"] in (3, 137) and "took it" not in r["stdout"], r
+            # The same program in a sandbox given room for it.
+            large = await t.ok("sandbox_create", memory=1 << 30)
+            assert large["memory_bytes"] == 1 << 30, large
+            r = await t.ok("sandbox_exec", sandbox_id=large["sandbox_id"], argv=["python3", "-c", TAKE_300_MIB])
+            assert (r["exit_code"], r["stdout"]) == (0, "took it\n"), r
+            for sb in (small, large):
+                await t.ok("sandbox_destroy", sandbox_id=sb["sandbox_id"])
+
+            beyond = await t.error("sandbox_create", memory="64GiB")
+            assert "beyond the ceiling" in beyond, beyond
+            assert "memory" in await t.error("sandbox_create", memory="lots")
+
+    anyio.run(main)
+
+
 def test_errors_are_tool_errors_and_the_server_stays_up(connect: Callable[[], Any]) -> None:
     async def main() -> None:
         async with connect() as t:
