@@ -33,7 +33,10 @@ enum SandboxCommand {
     )]
     Create(CreateArgs),
     /// List the sandboxes.
-    #[command(after_help = "Examples:\n  cordon sandbox list\n  cordon sandbox list --json")]
+    #[command(
+        visible_alias = "ls",
+        after_help = "Examples:\n  cordon sandbox list\n  cordon sandbox list --json"
+    )]
     List,
     /// Show one sandbox (state, limits, usage).
     #[command(after_help = "Examples:\n  cordon sandbox show $SB --json")]

@@ -197,6 +197,8 @@ fn lifecycle_through_the_cli() {
     assert_eq!(v["usage"]["execs_total"], 3);
     let (_, out, _) = s.cli(&["list"]);
     assert!(out.contains(&sb), "{out}");
+    let (_, out, _) = s.cli(&["ls"]);
+    assert!(out.contains(&sb), "`ls` is `list`: {out}");
     let (code, _, err) = s.cli(&["rm", &sb]);
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = s.cli(&["show", &sb]);
