@@ -19,6 +19,7 @@ mod mcp_wrap_cmd;
 mod out_path;
 mod policy_cmd;
 mod profile_cmd;
+mod read_only_hint;
 mod run_cmd;
 mod run_policy;
 mod sandbox_cmd;

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use cordon_plan::{egress, secrets};
 
-use crate::{audit_bridge, run_policy, scan_gate, stage_cmd};
+use crate::{audit_bridge, read_only_hint, run_policy, scan_gate, stage_cmd};
 
 #[derive(Debug, Args)]
 #[command(
@@ -492,6 +492,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             stage_report.as_ref(),
             &incidents,
         );
+        if let Some(writable) = read_only_hint::writable_paths(&spec) {
+            if sink.read_only.seen() {
+                eprintln!("{}", read_only_hint::hint(&writable));
+            }
+        }
     }
     Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
 }

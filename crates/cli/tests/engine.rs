@@ -91,6 +91,48 @@ fn exit_status_is_the_workloads_own() {
     assert!(!o.stderr.contains("killed by signal"), "{}", o.stderr);
 }
 
+/// A write refused as read-only (the working directory and every path not
+/// declared writable are mounted read-only) is explained at the end: which
+/// paths are writable, and the flag that makes another so. Said only when
+/// the command said "read-only file system", in any runtime's wording.
+#[test]
+fn a_write_refused_as_read_only_names_the_writable_paths_and_the_flag() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let hint = "cordon: hint: a write was refused as \"read-only file system\"";
+    let o = w.sh(&[], "echo hi > out.txt");
+    assert_ne!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("Read-only file system"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains(&format!("{hint}: only /tmp, /dev/shm are writable"))
+            && o.stderr.contains("--rw . for the working directory"),
+        "{}",
+        o.stderr
+    );
+    // Python's wording; a declared writable path is named with the rest.
+    let out = w.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let out = out.to_str().unwrap();
+    let o = w.py(&["--rw", out], "open('out.txt', 'w')");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains(&format!("only /tmp, /dev/shm, {out} are writable")),
+        "{}",
+        o.stderr
+    );
+    // Where the write is allowed, or the command said something else, no hint.
+    let o = w.sh(&["--rw", "."], "echo hi > out.txt");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o2 = w.sh(&[], "echo 'Permission denied' >&2; exit 1");
+    for o in [o, o2] {
+        assert!(!o.stderr.contains("cordon: hint"), "{}", o.stderr);
+    }
+}
+
 /// A runtime that cannot reserve its address space at start crashes (V8
 /// traps, the JVM and glibc abort). Where memory is RLIMIT_AS (no memory
 /// cgroup: the rootless pass on this host), cordon says so and how to fix
