@@ -489,6 +489,31 @@ impl Approvals {
         Ok(())
     }
 
+    /// Sandbox `session` was deleted or ended on its own: the approvals
+    /// still pending for it are expired (their waiters answered), since
+    /// nothing can be done in it any more and an approver should not be
+    /// asked. Not for a server's shutdown: pending approvals outlive a
+    /// restart. Returns how many were expired.
+    pub fn expire_pending_of_session(&self, session: &str) -> Result<usize, ApprovalError> {
+        let due: Vec<String> = {
+            let db = lock(&self.db)?;
+            let mut stmt = db
+                .prepare_cached(
+                    "SELECT id FROM approvals WHERE state = 'pending' \
+                     AND json_extract(json, '$.session') = ?1",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map([session], |r| r.get::<_, String>(0))
+                .map_err(db_err)?;
+            rows.filter_map(|r| r.ok()).collect()
+        };
+        for id in &due {
+            self.expire(id)?;
+        }
+        Ok(due.len())
+    }
+
     /// End what has run out: pending approvals past their expiry (their
     /// waiters, in this process or gone with a previous one, are answered
     /// by expiry) and grants past their time. Run every second or so.

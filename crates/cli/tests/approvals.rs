@@ -424,6 +424,52 @@ fn pending_approvals_survive_a_restart_and_expire_after_it() {
     srv.audit_has(&["approval_expired", &id]);
 }
 
+/// An ask about a sandbox that is then deleted is closed with it: no
+/// approver is left a question about a sandbox that is gone (approving it
+/// would do nothing), and the call that waited is refused. A sandbox ended
+/// by its idle timeout closes its asks the same way; a server's shutdown
+/// does not (the test above: they outlive a restart).
+#[test]
+fn the_asks_of_a_deleted_or_ended_sandbox_are_expired_with_it() {
+    if ready() {
+        return;
+    }
+    let srv = Server::start(&[]);
+    let sb = srv.create(json!({}));
+    let waiting = srv.exec_bg(&sb, &["echo", "deploy", "gone"]);
+    let a = srv.next_pending(&[]);
+    let id = a["id"].as_str().unwrap().to_owned();
+    assert_eq!(a["session"], sb.as_str());
+    // Another sandbox's ask stays pending through the delete.
+    let other = srv.create(json!({"idle_timeout": "3s"}));
+    let waiting_other = srv.exec_bg(&other, &["echo", "deploy", "idle"]);
+    let b = srv.next_pending(std::slice::from_ref(&id));
+    let other_id = b["id"].as_str().unwrap().to_owned();
+
+    let r = srv.unix("DELETE", &format!("/v1/sandboxes/{sb}"), None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    let got = srv.unix("GET", &format!("/v1/approvals/{id}"), None).json();
+    assert_eq!(got["state"], "expired", "{got}");
+    assert_eq!(ids(&srv.pending()), vec![other_id.clone()]);
+    let r = waiting.join().unwrap();
+    assert_eq!(r.status, 403, "{}", r.body);
+
+    // The other sandbox ends by its idle timeout (its waiting exec does
+    // not count as use): its ask goes with it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !srv.pending().is_empty() {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(srv.pending().is_empty(), "{:?}", srv.pending());
+    let got = srv
+        .unix("GET", &format!("/v1/approvals/{other_id}"), None)
+        .json();
+    assert_eq!(got["state"], "expired", "{got}");
+    let r = waiting_other.join().unwrap();
+    assert_ne!(r.status, 200, "{}", r.body);
+    srv.audit_has(&["approval_expired", &id, &other_id]);
+}
+
 #[test]
 fn an_approver_token_answers_the_asking_token_cannot() {
     if ready() {

@@ -202,7 +202,7 @@ pub async fn delete(
         .engine()?
         .destroy(session.id(), EndCause::Deleted)
         .await?;
-    forget(&state, &id);
+    ended(&state, &id);
     state.audit().record(
         &caller,
         "delete",
@@ -218,6 +218,17 @@ pub async fn delete(
         )));
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A sandbox was deleted or ended on its own: forget it, and expire the
+/// approvals still pending for it (no approver is asked about a sandbox
+/// that is gone). At shutdown only [`forget`]: pending approvals outlive
+/// a restart.
+pub fn ended(state: &AppState, id: &str) {
+    forget(state, id);
+    if let Err(e) = state.gate().approvals().expire_pending_of_session(id) {
+        tracing::warn!("approvals: expiring those pending for {id}: {e}");
+    }
 }
 
 /// Drop the server's record of a sandbox (its files quota and code
@@ -249,7 +260,7 @@ pub fn reap(state: &AppState) {
             }
         };
         if let Some(cause) = ended {
-            forget(state, &id);
+            self::ended(state, &id);
             state.audit().sandbox_ended("server", &id, &cause, true);
         }
     }
