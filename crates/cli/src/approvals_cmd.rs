@@ -211,7 +211,7 @@ fn done(json_out: bool, a: &Value, what: &str) {
     }
 }
 
-fn subject_text(s: &Value) -> String {
+pub(crate) fn subject_text(s: &Value) -> String {
     match s["kind"].as_str().unwrap_or("") {
         "exec" => s["argv_prefix"]
             .as_array()
@@ -228,6 +228,8 @@ fn subject_text(s: &Value) -> String {
             .or(s["host_path"].as_str())
             .unwrap_or("")
             .to_owned(),
+        "create" => format!("profile {}", s["profile"].as_str().unwrap_or("")),
+        "secret" => s["name"].as_str().unwrap_or("").to_owned(),
         _ => s.to_string(),
     }
 }

@@ -8,6 +8,7 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod api_client;
+mod approval_notice;
 mod approvals_cmd;
 mod audit_bridge;
 mod audit_cmd;

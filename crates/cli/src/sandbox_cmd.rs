@@ -12,6 +12,7 @@ use hyper::Method;
 use serde_json::{json, Value};
 
 use crate::api_client::{check, socket_path, Client};
+use crate::approval_notice::{while_waiting, Asked};
 
 #[derive(Debug, Args)]
 pub struct SandboxArgs {
@@ -168,9 +169,12 @@ async fn dispatch(args: SandboxArgs) -> anyhow::Result<u8> {
             if let Some(p) = c.pids {
                 body["pids"] = json!(p);
             }
-            let sb = client
-                .json(Method::POST, "/v1/sandboxes", Some(&body))
-                .await?;
+            let asked = Asked {
+                session: None,
+                kinds: &["create", "secret"],
+            };
+            let create = client.json(Method::POST, "/v1/sandboxes", Some(&body));
+            let sb = while_waiting(&socket, asked, create).await?;
             print_or(json_out, &sb, || sb["id"].as_str().unwrap_or("").to_owned());
         }
         SandboxCommand::List => {
@@ -213,8 +217,15 @@ async fn dispatch(args: SandboxArgs) -> anyhow::Result<u8> {
                 }
             }
         }
-        SandboxCommand::Exec(e) => return exec(&mut client, e, json_out).await,
-        SandboxCommand::Cp { from, to } => copy(&mut client, &from, &to).await?,
+        SandboxCommand::Exec(e) => return exec(&mut client, &socket, e, json_out).await,
+        SandboxCommand::Cp { from, to } => {
+            let sandbox = remote(&from).or(remote(&to)).map(|(id, _)| id);
+            let asked = Asked {
+                session: sandbox,
+                kinds: &["path"],
+            };
+            while_waiting(&socket, asked, copy(&mut client, &from, &to)).await?
+        }
     }
     Ok(0)
 }
@@ -239,7 +250,12 @@ fn summary(sb: &Value) -> String {
 }
 
 /// Stream the exec's events: output as it comes, the exit code at the end.
-async fn exec(client: &mut Client, e: ExecArgs, json_out: bool) -> anyhow::Result<u8> {
+async fn exec(
+    client: &mut Client,
+    socket: &Path,
+    e: ExecArgs,
+    json_out: bool,
+) -> anyhow::Result<u8> {
     let mut body = json!({"argv": e.argv, "env": env_map(&e.env)?});
     if let Some(c) = e.cwd {
         body["cwd"] = Value::String(c);
@@ -255,15 +271,19 @@ async fn exec(client: &mut Client, e: ExecArgs, json_out: bool) -> anyhow::Resul
         body["stdin"] = Value::String(input);
     }
     let path = format!("/v1/sandboxes/{}/exec", url_id(&e.id)?);
-    let resp = client
-        .send(
-            Method::POST,
-            &path,
-            Some("application/json"),
-            Some("application/x-ndjson"),
-            serde_json::to_vec(&body)?,
-        )
-        .await?;
+    let send = client.send(
+        Method::POST,
+        &path,
+        Some("application/json"),
+        Some("application/x-ndjson"),
+        serde_json::to_vec(&body)?,
+    );
+    // Until the answer's head: a policy's ask holds it there.
+    let asked = Asked {
+        session: Some(&e.id),
+        kinds: &["exec"],
+    };
+    let resp = while_waiting(socket, asked, send).await?;
     let status = resp.status();
     if !status.is_success() {
         let data = resp.into_body().collect().await?.to_bytes();

@@ -279,6 +279,47 @@ fn an_exec_waits_for_its_approval_through_the_api_then_the_cli() {
     ]);
 }
 
+/// `cordon sandbox exec` held by an ask is not silent: it names the
+/// approval it waits on, its rule, and the command that answers it, once;
+/// then it ends as the answer says.
+#[test]
+fn the_cli_says_which_approval_it_waits_on() {
+    if ready() {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    let srv = Server::start(&[]);
+    let sb = srv.create(json!({}));
+    let mut child = Command::new(cordon_bin())
+        .args(["sandbox", "--socket"])
+        .arg(&srv.socket)
+        .args(["exec", &sb, "--", "echo", "deploy", "cli"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let pending = srv.pending();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let id = pending[0]["id"].as_str().unwrap().to_owned();
+    assert!(
+        line.starts_with(&format!(
+            "cordon: waiting for approval {id}: exec `echo deploy cli` (rule ask-deploy, "
+        )) && line.contains(&format!("`cordon approvals approve {id}`")),
+        "{line}"
+    );
+    let r = srv.answer(&id, json!({"decision": "approve", "scope": "once"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{rest}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "deploy cli\n");
+    assert!(!rest.contains("waiting for approval"), "named once: {rest}");
+}
+
 #[test]
 fn denied_and_expired_approvals_fail_with_the_structured_error() {
     if ready() {
