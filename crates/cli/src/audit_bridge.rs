@@ -590,8 +590,8 @@ pub struct Excerpts {
 pub struct TeeSink {
     pub excerpts: Excerpts,
     keep: bool,
-    /// Whether the command said "read-only file system" (a hint at the end).
-    pub read_only: crate::read_only_hint::ReadOnlyWatch,
+    /// What the command said that calls for a hint at the end.
+    pub said: crate::output_hints::OutputWatch,
 }
 
 impl TeeSink {
@@ -599,7 +599,7 @@ impl TeeSink {
         TeeSink {
             excerpts: Excerpts::default(),
             keep,
-            read_only: Default::default(),
+            said: Default::default(),
         }
     }
 }
@@ -607,7 +607,7 @@ impl TeeSink {
 impl cordon_jail::OutputSink for TeeSink {
     fn write(&mut self, stream: Stream, data: &[u8]) {
         cordon_jail::StdioSink.write(stream, data);
-        self.read_only.look(stream, data);
+        self.said.look(stream, data);
         if self.keep {
             let buf = match stream {
                 Stream::Stdout => &mut self.excerpts.stdout,

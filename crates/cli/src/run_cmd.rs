@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use cordon_plan::{egress, secrets};
 
-use crate::{audit_bridge, read_only_hint, run_policy, scan_gate, stage_cmd};
+use crate::{audit_bridge, output_hints, run_policy, scan_gate, stage_cmd};
 
 #[derive(Debug, Args)]
 #[command(
@@ -485,18 +485,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         eprintln!("{}", serde_json::to_string(&outcome)?);
     }
     if !args.quiet {
-        tell_the_end(
-            &outcome,
-            &spec,
-            host_tools.as_ref(),
-            stage_report.as_ref(),
-            &incidents,
-        );
-        if let Some(writable) = read_only_hint::writable_paths(&spec) {
-            if sink.read_only.seen() {
-                eprintln!("{}", read_only_hint::hint(&writable));
-            }
+        TheEnd {
+            outcome: &outcome,
+            spec: &spec,
+            host_tools: host_tools.as_ref(),
+            stage_report: stage_report.as_ref(),
+            incidents: &incidents,
+            egress: &egress,
+            said: &sink.said,
         }
+        .tell();
     }
     Ok(u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(125))
 }
@@ -588,31 +586,63 @@ fn write_report(
         .with_context(|| format!("cannot write the report to {}", path.display()))
 }
 
-/// What the caller should know of the run's end on stderr: layers not
-/// enforced, why it ended, host-tool files, staged changes, incidents,
-/// output dropped.
-fn tell_the_end(
-    outcome: &Outcome,
-    spec: &cordon_jail::Spec,
-    host_tools: Option<&cordon_plan::HostTools>,
-    stage_report: Option<&stage_cmd::StageReport>,
-    incidents: &[cordon_audit::Incident],
-) {
-    for layer in outcome.enforcement.degraded() {
-        eprintln!(
-            "cordon: warning: {} not enforced: {}",
-            layer.layer, layer.detail
-        );
+/// What a run's end says on stderr besides the command's own output.
+struct TheEnd<'a> {
+    outcome: &'a Outcome,
+    spec: &'a cordon_jail::Spec,
+    host_tools: Option<&'a cordon_plan::HostTools>,
+    stage_report: Option<&'a stage_cmd::StageReport>,
+    incidents: &'a [cordon_audit::Incident],
+    egress: &'a [cordon_egress::EgressEvent],
+    /// What the command said that calls for a hint.
+    said: &'a output_hints::OutputWatch,
+}
+
+/// At most this many refused egress attempts are told one by one.
+const EGRESS_REFUSALS_TOLD: usize = 3;
+
+impl TheEnd<'_> {
+    fn tell(&self) {
+        let (outcome, spec) = (self.outcome, self.spec);
+        for layer in outcome.enforcement.degraded() {
+            eprintln!(
+                "cordon: warning: {} not enforced: {}",
+                layer.layer, layer.detail
+            );
+        }
+        // A death by a signal is said too: the shell sees only 128+N.
+        let notable = outcome.reason != EndReason::Exited;
+        if let (true, Some(msg)) = (
+            notable || outcome.breaches.output_truncated,
+            &outcome.message,
+        ) {
+            eprintln!("cordon: {msg}");
+        }
+        self.tell_host_tools();
+        if let Some(s) = self.stage_report {
+            eprintln!("{}", s.lines());
+        }
+        for line in egress_refusals(self.egress, EGRESS_REFUSALS_TOLD) {
+            eprintln!("{line}");
+        }
+        if let Some(line) = incident_summary(self.incidents, outcome) {
+            eprintln!("{line}");
+        }
+        if outcome.breaches.output_truncated {
+            eprintln!(
+                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream)",
+                outcome.stdout.dropped,
+                outcome.stderr.dropped,
+                spec.limits.output.unwrap_or(0)
+            );
+        }
+        for hint in output_hints::hints(self.said, spec) {
+            eprintln!("{hint}");
+        }
     }
-    // A death by a signal is said too: the shell sees only 128+N.
-    let notable = outcome.reason != EndReason::Exited;
-    if let (true, Some(msg)) = (
-        notable || outcome.breaches.output_truncated,
-        &outcome.message,
-    ) {
-        eprintln!("cordon: {msg}");
-    }
-    if let Some(t) = host_tools {
+
+    fn tell_host_tools(&self) {
+        let Some(t) = self.host_tools else { return };
         for note in &t.unprotected {
             eprintln!("cordon: warning: host tools not protected: {note}");
         }
@@ -623,20 +653,26 @@ fn tell_the_end(
             );
         }
     }
-    if let Some(s) = stage_report {
-        eprintln!("{}", s.lines());
+}
+
+/// What the proxy answered the run's refused attempts (why, and how to
+/// allow each), said again since clients often show only a status: each
+/// distinct answer once, at most `most`, then how many more.
+fn egress_refusals(egress: &[cordon_egress::EgressEvent], most: usize) -> Vec<String> {
+    let mut distinct: Vec<&str> = Vec::new();
+    for message in egress.iter().filter_map(|e| e.refusal.as_deref()) {
+        if !distinct.contains(&message) {
+            distinct.push(message);
+        }
     }
-    if let Some(line) = incident_summary(incidents, outcome) {
-        eprintln!("{line}");
+    let more = distinct.len().saturating_sub(most);
+    let mut lines: Vec<String> = distinct.iter().take(most).map(|m| m.to_string()).collect();
+    if more > 0 {
+        lines.push(format!(
+            "cordon: and {more} more refused destination(s) (all of them: --net-log FILE, or `cordon audit incidents`)"
+        ));
     }
-    if outcome.breaches.output_truncated {
-        eprintln!(
-            "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream)",
-            outcome.stdout.dropped,
-            outcome.stderr.dropped,
-            spec.limits.output.unwrap_or(0)
-        );
-    }
+    lines
 }
 
 /// The scanner refused the run: record it (start, the refusal, the end),
@@ -976,5 +1012,52 @@ fn warn_of_layers_turned_off() {
                 names.join(", ")
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cordon_egress::{Decision, EgressEvent, Protocol};
+
+    fn refused(host: &str) -> EgressEvent {
+        EgressEvent {
+            time: std::time::SystemTime::UNIX_EPOCH,
+            sandbox_id: "run".into(),
+            protocol: Protocol::Connect,
+            method: "CONNECT".into(),
+            host: host.into(),
+            port: 443,
+            path: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration: std::time::Duration::ZERO,
+            decision: Decision::Deny,
+            rule: "unlisted".into(),
+            status: Some(403),
+            secret_leak: None,
+            refusal: Some(format!("cordon: egress to {host}:443 denied")),
+        }
+    }
+
+    #[test]
+    fn refused_destinations_are_told_once_each_and_the_rest_counted() {
+        let mut events: Vec<EgressEvent> = ["a", "b", "a", "c", "d", "e"].map(refused).into();
+        let mut allowed = refused("ok");
+        allowed.decision = Decision::Allow;
+        allowed.refusal = None;
+        events.push(allowed);
+        let lines = egress_refusals(&events, 3);
+        assert_eq!(
+            lines,
+            [
+                "cordon: egress to a:443 denied",
+                "cordon: egress to b:443 denied",
+                "cordon: egress to c:443 denied",
+                "cordon: and 2 more refused destination(s) (all of them: --net-log FILE, or `cordon audit incidents`)",
+            ]
+        );
+        assert_eq!(egress_refusals(&events[..2], 3).len(), 2);
+        assert!(egress_refusals(&[], 3).is_empty());
     }
 }

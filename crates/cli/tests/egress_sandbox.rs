@@ -1097,6 +1097,43 @@ curl -sS --cacert ca.pem https://evil.corp.test/ 2>&1; echo "curl=$?"
     // The host server saw only the allowed request.
     assert_eq!(web.paths(), vec!["/hello.txt"]);
     assert_eq!(web.accepts(), 1);
+    // Clients often show only the status (curl's "CONNECT tunnel failed,
+    // response 403"): cordon says each distinct answer again at the end,
+    // once, and the report keeps it with its event.
+    let told = [
+        format!("cordon: egress to evil.corp.test:{} denied by the rule deny:evil.corp.test.", web.port),
+        "cordon: egress to evil.corp.test:443 denied by the rule deny:evil.corp.test.".to_owned(),
+        format!(
+            "cordon: egress to unlisted.example:{} denied (not in the allowlist). To allow it: --allow-net unlisted.example",
+            web.port
+        ),
+    ];
+    for line in &told {
+        assert_eq!(
+            o.stderr.matches(line.as_str()).count(),
+            1,
+            "{line}\n{}",
+            dump(&o)
+        );
+    }
+    assert!(
+        !o.stderr.contains("more refused destination"),
+        "{}",
+        dump(&o)
+    );
+    assert!(
+        evs[2]["refusal"]
+            .as_str()
+            .unwrap_or("")
+            .contains("--allow-net unlisted.example"),
+        "{}",
+        evs[2]
+    );
+    assert!(
+        evs[1].get("refusal").is_none(),
+        "an allowed attempt has none: {}",
+        evs[1]
+    );
 }
 
 #[test]

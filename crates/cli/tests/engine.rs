@@ -133,6 +133,29 @@ fn a_write_refused_as_read_only_names_the_writable_paths_and_the_flag() {
     }
 }
 
+/// A host name looked up in a sandbox without network fails with the
+/// resolver's words ("Name or service not known"); cordon ends with how to
+/// give the command a host. With egress on, the proxy's own refusals say
+/// it instead, and this hint is not given.
+#[test]
+fn a_lookup_without_network_says_how_to_allow_a_host() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let lookup = "import socket; socket.getaddrinfo('pkg.example', 443)";
+    let hint = "this sandbox has no network; give --allow-net HOST";
+    let o = w.py(&[], lookup);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("socket.gaierror"), "{}", o.stderr);
+    assert!(o.stderr.contains(hint), "{}", o.stderr);
+    let o = w.py(&["--allow-net", "pkg.example"], lookup);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(!o.stderr.contains(hint), "{}", o.stderr);
+    let o = w.py(&[], "print('no lookup')");
+    assert!(!o.stderr.contains("cordon: hint"), "{}", o.stderr);
+}
+
 /// A runtime that cannot reserve its address space at start crashes (V8
 /// traps, the JVM and glibc abort). Where memory is RLIMIT_AS (no memory
 /// cgroup: the rootless pass on this host), cordon says so and how to fix

@@ -79,6 +79,12 @@ pub struct EgressEvent {
     /// to)`). Never holds a secret's value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_leak: Option<String>,
+    /// What the proxy answered a refused attempt: why, and how to allow
+    /// it (`cordon: egress to HOST:PORT denied (not in the allowlist). To
+    /// allow it: ...`). A client often shows only the status (curl's
+    /// "CONNECT tunnel failed, response 403"), so the caller says it again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 impl EgressEvent {
@@ -330,6 +336,7 @@ mod tests {
             rule: "allow:a.test".into(),
             status: Some(200),
             secret_leak: None,
+            refusal: None,
         };
         let j = ev.to_json_line();
         assert!(j.contains(r#""time":"1970-01-01T00:00:00.000000Z""#), "{j}");

@@ -552,6 +552,7 @@ impl Attempt {
                 rule: "incomplete".into(),
                 status: None,
                 secret_leak: None,
+                refusal: None,
             },
             start: Instant::now(),
             meter: Arc::new(Meter::default()),
@@ -601,6 +602,7 @@ impl Drop for Attempt {
                 rule: String::new(),
                 status: None,
                 secret_leak: None,
+                refusal: None,
             },
         );
         ev.duration = self.start.elapsed();
@@ -936,6 +938,7 @@ async fn answer(
 async fn refuse_http(client: &mut TcpStream, att: &mut Attempt, r: Refusal) {
     att.deny(r.rule);
     att.ev.status = Some(r.status);
+    att.ev.refusal = Some(r.message.clone());
     let n = answer(client, r.status, &r.message, r.retry_after).await;
     att.down(n);
 }
@@ -1852,6 +1855,7 @@ async fn socks5(shared: Arc<Shared>, mut client: BufStream) {
         Err(r) => {
             if r.rule != "connect-failed" {
                 att.deny(r.rule);
+                att.ev.refusal = Some(r.message);
             } else {
                 att.ev.rule = format!("{} ({})", att.ev.rule, r.rule);
             }

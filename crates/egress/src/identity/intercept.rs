@@ -66,6 +66,7 @@ impl Tunnel {
                 rule: self.rule.clone(),
                 status: None,
                 secret_leak: None,
+                refusal: None,
             }),
             start: Instant::now(),
         }
@@ -90,6 +91,7 @@ impl Record<'_> {
             rule: String::new(),
             status: None,
             secret_leak: None,
+            refusal: None,
         })
     }
     fn up(&mut self, n: usize) {
