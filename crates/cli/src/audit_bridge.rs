@@ -591,7 +591,7 @@ pub struct TeeSink {
     pub excerpts: Excerpts,
     keep: bool,
     /// What the command said that calls for a hint at the end.
-    pub said: crate::output_hints::OutputWatch,
+    pub said: cordon_plan::said::OutputWatch,
 }
 
 impl TeeSink {

@@ -595,7 +595,7 @@ struct TheEnd<'a> {
     incidents: &'a [cordon_audit::Incident],
     egress: &'a [cordon_egress::EgressEvent],
     /// What the command said that calls for a hint.
-    said: &'a output_hints::OutputWatch,
+    said: &'a cordon_plan::said::OutputWatch,
 }
 
 /// At most this many refused egress attempts are told one by one.

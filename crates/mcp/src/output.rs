@@ -80,3 +80,26 @@ mod tests {
         assert_eq!(s.cut_bytes, 80);
     }
 }
+
+/// What an exec's output calls for (`cordon_plan::said`): where a sandbox
+/// may write, and how a sandbox reaches a host, for the model to act on.
+pub fn hints(said: &cordon_plan::said::OutputWatch) -> Vec<String> {
+    use cordon_plan::said::Said;
+    let mut out = Vec::new();
+    if said.said(Said::ReadOnly) {
+        out.push(
+            "A write was refused as read-only: in a sandbox only /workspace (the default \
+             working directory), /tmp and /dev/shm are writable."
+                .to_owned(),
+        );
+    }
+    if said.said(Said::NoNetwork) {
+        out.push(
+            "A host name could not be resolved: sandboxes have no DNS and reach only the hosts \
+             given to sandbox_create as allow_net, through cordon's egress proxy (HTTPS_PROXY \
+             and ALL_PROXY inside); a client that ignores those variables reaches no host."
+                .to_owned(),
+        );
+    }
+    out
+}

@@ -493,6 +493,9 @@ impl CordonTools {
             result["limits"] = l.clone();
         }
         let mut notes = Vec::new();
+        let mut said = cordon_plan::said::OutputWatch::default();
+        said.look(cordon_jail::Stream::Stdout, &exit.stdout);
+        said.look(cordon_jail::Stream::Stderr, &exit.stderr);
         for (name, data, dropped) in [
             ("stdout", exit.stdout, exit.stdout_dropped),
             ("stderr", exit.stderr, exit.stderr_dropped),
@@ -512,6 +515,7 @@ impl CordonTools {
         if let Some(message) = exit.message {
             notes.push(message);
         }
+        notes.extend(output::hints(&said));
         if !notes.is_empty() {
             result["note"] = json!(notes.join(" "));
         }

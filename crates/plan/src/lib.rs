@@ -13,6 +13,8 @@
 //! - [`egress`]: the profile's `[network]` rules as an
 //!   [`EgressConfig`](cordon_egress::EgressConfig), the recorder of its
 //!   events, and starting the proxy on the listener the sandbox hands over.
+//! - [`said`]: what a command's output says that calls for a hint (a
+//!   read-only path, a failed name lookup).
 //!
 //! A long-lived sandbox (`cordon serve`) is planned like a run: resolve
 //! the profile with [`cordon_policy::Profile::with_overrides`], then
@@ -28,6 +30,7 @@
 pub mod egress;
 mod error;
 pub mod host_tools;
+pub mod said;
 pub mod secrets;
 pub mod spec;
 

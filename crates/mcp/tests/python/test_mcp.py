@@ -173,6 +173,29 @@ def test_a_sandbox_gets_the_memory_it_asks_for_within_the_ceiling(connect: Calla
     anyio.run(main)
 
 
+def test_a_read_only_write_and_a_failed_lookup_come_with_a_note(connect: Callable[[], Any]) -> None:
+    """The model reads the command's own message ("Read-only file system",
+    "Name or service not known") with a note on what a sandbox allows:
+    where it may write, and that hosts come only from allow_net."""
+
+    async def main() -> None:
+        async with connect() as t:
+            sb = (await t.ok("sandbox_create"))["sandbox_id"]
+            r = await t.ok("sandbox_exec", sandbox_id=sb, script="echo x > /usr/x")
+            assert r["exit_code"] != 0 and "Read-only file system" in r["stderr"], r
+            assert "only /workspace (the default working directory), /tmp and /dev/shm are writable" in r["note"], r
+            lookup = "import socket; socket.getaddrinfo('pkg.example', 443)"
+            r = await t.ok("sandbox_exec", sandbox_id=sb, argv=["python3", "-c", lookup])
+            assert r["exit_code"] == 1 and "gaierror" in r["stderr"], r
+            assert "reach only the hosts given to sandbox_create as allow_net" in r["note"], r
+            assert "read-only" not in r["note"], r
+            r = await t.ok("sandbox_exec", sandbox_id=sb, script="echo x > /workspace/x && echo x > /tmp/x && echo fine")
+            assert (r["exit_code"], r["stdout"]) == (0, "fine\n") and "note" not in r, r
+            await t.ok("sandbox_destroy", sandbox_id=sb)
+
+    anyio.run(main)
+
+
 def test_errors_are_tool_errors_and_the_server_stays_up(connect: Callable[[], Any]) -> None:
     async def main() -> None:
         async with connect() as t:
