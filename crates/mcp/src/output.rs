@@ -60,27 +60,6 @@ pub fn note(stream: &str, total: u64, dropped: u64, kept_at: Option<&str>) -> St
     note
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_output_is_whole() {
-        let s = cut(b"hello\n", 16);
-        assert_eq!(s.text, "hello\n");
-        assert_eq!(s.cut_bytes, 0);
-    }
-
-    #[test]
-    fn long_output_keeps_head_and_tail() {
-        let data: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
-        let s = cut(&data, 20);
-        assert!(s.text.starts_with("abcdefghij\n[... 80 bytes cut ...]\n"));
-        assert!(s.text.ends_with(std::str::from_utf8(&data[90..]).unwrap()));
-        assert_eq!(s.cut_bytes, 80);
-    }
-}
-
 /// What an exec's output calls for (`cordon_plan::said`): where a sandbox
 /// may write, and how a sandbox reaches a host, for the model to act on.
 pub fn hints(said: &cordon_plan::said::OutputWatch) -> Vec<String> {
@@ -102,4 +81,25 @@ pub fn hints(said: &cordon_plan::said::OutputWatch) -> Vec<String> {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_output_is_whole() {
+        let s = cut(b"hello\n", 16);
+        assert_eq!(s.text, "hello\n");
+        assert_eq!(s.cut_bytes, 0);
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail() {
+        let data: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
+        let s = cut(&data, 20);
+        assert!(s.text.starts_with("abcdefghij\n[... 80 bytes cut ...]\n"));
+        assert!(s.text.ends_with(std::str::from_utf8(&data[90..]).unwrap()));
+        assert_eq!(s.cut_bytes, 80);
+    }
 }
