@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use cordon_jail::NetworkMode;
+use cordon_jail::{NetworkMode, Outcome};
 use cordon_plan::said::{OutputWatch, Said};
 
-/// The hints the output calls for in the sandbox `spec` describes.
-pub fn hints(watch: &OutputWatch, spec: &cordon_jail::Spec) -> Vec<String> {
+/// The hints the output calls for in the sandbox `spec` describes, whose
+/// run ended as `outcome` says.
+pub fn hints(watch: &OutputWatch, spec: &cordon_jail::Spec, outcome: &Outcome) -> Vec<String> {
     let mut out = Vec::new();
     if watch.said(Said::ReadOnly) {
         if let Some(writable) = writable_paths(spec) {
@@ -23,6 +24,19 @@ pub fn hints(watch: &OutputWatch, spec: &cordon_jail::Spec) -> Vec<String> {
              egress proxy, which HTTPS_PROXY and ALL_PROXY name inside)"
                 .to_owned(),
         );
+    }
+    // With a pids cgroup the run's end already says when the limit refused
+    // a fork; an rlimit counts nothing, so the command's words are the sign.
+    if let (true, None, Some(limit)) = (
+        watch.said(Said::NoProcess),
+        outcome.breaches.pids_limit_hits,
+        spec.limits.pids,
+    ) {
+        out.push(format!(
+            "cordon: hint: the command could not start a process or thread: this sandbox allows \
+             {limit} processes and threads (held by RLIMIT_NPROC, as no pids cgroup is \
+             delegated here); give a larger --pids if it needs more"
+        ));
     }
     out
 }

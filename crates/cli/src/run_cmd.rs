@@ -636,7 +636,7 @@ impl TheEnd<'_> {
                 spec.limits.output.unwrap_or(0)
             );
         }
-        for hint in output_hints::hints(self.said, spec) {
+        for hint in output_hints::hints(self.said, spec, outcome) {
             eprintln!("{hint}");
         }
     }

@@ -156,6 +156,41 @@ fn a_lookup_without_network_says_how_to_allow_a_host() {
     assert!(!o.stderr.contains("cordon: hint"), "{}", o.stderr);
 }
 
+/// A fork refused at the process limit: with a pids cgroup the run's end
+/// names the limit from the kernel's count; under RLIMIT_NPROC (the
+/// rootless pass here), which counts nothing, the shell's "Cannot fork"
+/// is the sign, and the hint names the limit and the flag.
+#[test]
+fn a_fork_refused_at_the_process_limit_is_explained() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let o = w.sh(
+        &["--pids", "8"],
+        "for i in $(seq 20); do sleep 2 & done; wait",
+    );
+    assert_ne!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("Cannot fork"), "{}", o.stderr);
+    let hint = "the command could not start a process or thread: this sandbox allows 8 processes and threads";
+    if cgroup_controls(&o, "pids") {
+        assert_eq!(o.reason(), "pids_limit", "{}", o.stderr);
+        assert!(
+            o.stderr.contains("the process limit was reached"),
+            "{}",
+            o.stderr
+        );
+        assert!(!o.stderr.contains(hint), "said once: {}", o.stderr);
+    } else {
+        assert!(o.report["breaches"]["pids_limit_hits"].is_null());
+        assert!(
+            o.stderr.contains(hint) && o.stderr.contains("--pids"),
+            "{}",
+            o.stderr
+        );
+    }
+}
+
 /// A runtime that cannot reserve its address space at start crashes (V8
 /// traps, the JVM and glibc abort). Where memory is RLIMIT_AS (no memory
 /// cgroup: the rootless pass on this host), cordon says so and how to fix

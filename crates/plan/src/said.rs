@@ -1,16 +1,17 @@
 //! What a sandboxed command's output says that its caller should explain:
-//! a write refused because the path is read-only in the sandbox, and a
-//! host name that cannot be resolved because the sandbox has no network
-//! (or the client ignores the egress proxy). `cordon run` and `cordon mcp`
+//! a write refused because the path is read-only in the sandbox, a host
+//! name that cannot be resolved because the sandbox has no network (or the
+//! client ignores the egress proxy), and a process or thread that could
+//! not be started at the process limit. `cordon run` and `cordon mcp`
 //! watch the output they relay for these messages and add a hint that
 //! says what the sandbox allows and how to change it.
 //!
 //! Only messages that mean one thing inside a sandbox are watched: EROFS
-//! (a path mounted read-only) and a failed name lookup (no DNS in a
-//! sandbox), not "Permission denied" or "No such file", which have many
-//! causes. Each needle leaves out its first letter, whose case differs
-//! between runtimes ("Read-only file system" from C libraries, "EROFS:
-//! read-only file system" from Node).
+//! (a path mounted read-only), a failed name lookup (no DNS in a
+//! sandbox), a refused fork or thread, not "Permission denied" or "No such
+//! file", which have many causes. Each needle leaves out its first letter,
+//! whose case differs between runtimes ("Read-only file system" from C
+//! libraries, "EROFS: read-only file system" from Node).
 
 use cordon_jail::Stream;
 use memchr::memmem;
@@ -22,6 +23,20 @@ pub enum Said {
     ReadOnly,
     /// A host name that could not be resolved, or no route anywhere.
     NoNetwork,
+    /// A fork or a thread refused (EAGAIN): the process limit.
+    NoProcess,
+}
+
+impl Said {
+    const ALL: usize = 3;
+
+    fn index(self) -> usize {
+        match self {
+            Said::ReadOnly => 0,
+            Said::NoNetwork => 1,
+            Said::NoProcess => 2,
+        }
+    }
 }
 
 const NEEDLES: &[(&[u8], Said)] = &[
@@ -37,6 +52,20 @@ const NEEDLES: &[(&[u8], Said)] = &[
     (b"etaddrinfo EAI_AGAIN", Said::NoNetwork),
     (b"nable to resolve host address", Said::NoNetwork),
     (b"etwork is unreachable", Said::NoNetwork),
+    // dash's "Cannot fork"; bash, busybox and C's "fork: Resource
+    // temporarily unavailable" (EAGAIN); Python's threads; the JVM's;
+    // Go's runtime.
+    (b"annot fork", Said::NoProcess),
+    (b"ork: Resource temporarily unavailable", Said::NoProcess),
+    (
+        b"ork: retry: Resource temporarily unavailable",
+        Said::NoProcess,
+    ),
+    (b"an't fork", Said::NoProcess),
+    (b"an't start new thread", Said::NoProcess),
+    (b"nable to create native thread", Said::NoProcess),
+    (b"nable to create new native thread", Said::NoProcess),
+    (b"ailed to create new OS thread", Said::NoProcess),
 ];
 
 /// The longest needle, less one: what a chunk's end must keep for a
@@ -48,8 +77,7 @@ fn tail_len() -> usize {
 /// What the relayed output said, across chunk boundaries.
 #[derive(Debug, Default)]
 pub struct OutputWatch {
-    read_only: bool,
-    no_network: bool,
+    seen: [bool; Said::ALL],
     /// The end of the previous chunk of each stream.
     tails: [Vec<u8>; 2],
 }
@@ -57,7 +85,7 @@ pub struct OutputWatch {
 impl OutputWatch {
     /// Look at one chunk of a stream.
     pub fn look(&mut self, stream: Stream, data: &[u8]) {
-        if self.read_only && self.no_network {
+        if self.seen.iter().all(|s| *s) {
             return;
         }
         let idx = match stream {
@@ -80,20 +108,14 @@ impl OutputWatch {
 
     fn find(&mut self, text: &[u8]) {
         for (needle, said) in NEEDLES {
-            if memmem::find(text, needle).is_some() {
-                match said {
-                    Said::ReadOnly => self.read_only = true,
-                    Said::NoNetwork => self.no_network = true,
-                }
+            if !self.seen[said.index()] && memmem::find(text, needle).is_some() {
+                self.seen[said.index()] = true;
             }
         }
     }
 
     pub fn said(&self, what: Said) -> bool {
-        match what {
-            Said::ReadOnly => self.read_only,
-            Said::NoNetwork => self.no_network,
-        }
+        self.seen[what.index()]
     }
 }
 
@@ -149,6 +171,26 @@ mod tests {
             assert!(watch(&[(ERR, said)]).said(Said::NoNetwork), "{text}");
             assert!(!watch(&[(ERR, said)]).said(Said::ReadOnly), "{text}");
         }
+    }
+
+    #[test]
+    fn every_runtimes_wording_of_a_refused_fork_or_thread_is_seen() {
+        for said in [
+            &b"sh: 1: Cannot fork\n"[..],
+            b"bash: fork: retry: Resource temporarily unavailable",
+            b"bash: fork: Resource temporarily unavailable",
+            b"sh: can't fork: Resource temporarily unavailable",
+            b"RuntimeError: can't start new thread",
+            b"java.lang.OutOfMemoryError: unable to create native thread: possibly out of memory or process/resource limits reached",
+            b"java.lang.OutOfMemoryError: unable to create new native thread",
+            b"runtime: failed to create new OS thread (have 5 already; errno=11)",
+        ] {
+            let text = String::from_utf8_lossy(said);
+            let w = watch(&[(ERR, said)]);
+            assert!(w.said(Said::NoProcess), "{text}");
+            assert!(!w.said(Said::ReadOnly) && !w.said(Said::NoNetwork), "{text}");
+        }
+        assert!(!watch(&[(ERR, b"read: Resource temporarily unavailable")]).said(Said::NoProcess));
     }
 
     #[test]
