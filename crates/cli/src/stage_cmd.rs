@@ -497,16 +497,32 @@ fn list(store: &Store, json: bool) -> anyhow::Result<u8> {
     } else if listed.is_empty() {
         println!("no staged runs in {}", store.root().display());
     } else {
+        let now = std::time::SystemTime::UNIX_EPOCH
+            .elapsed()
+            .map_or(0, |d| d.as_secs());
         for l in &listed {
             println!(
-                "{}  {}  {}",
+                "{}  {:>8}  {}  {}",
                 l.run_id,
+                age(now.saturating_sub(l.created_unix)),
                 l.path.display(),
                 l.command.join(" ")
             );
         }
     }
     Ok(0)
+}
+
+/// "45s ago", "12m ago", "3h ago", "2d ago": how long a staged run has
+/// waited for review.
+fn age(secs: u64) -> String {
+    let (n, unit) = match secs {
+        0..=59 => (secs, "s"),
+        60..=3599 => (secs / 60, "m"),
+        3600..=86_399 => (secs / 3600, "h"),
+        _ => (secs / 86_400, "d"),
+    };
+    format!("{n}{unit} ago")
 }
 
 #[derive(Debug, Args)]
@@ -802,4 +818,21 @@ fn record(
     )?;
     w.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_staged_runs_age_is_said_in_its_largest_unit() {
+        let said: Vec<String> = [0, 59, 60, 3599, 3600, 86_399, 86_400, 10 * 86_400]
+            .into_iter()
+            .map(age)
+            .collect();
+        assert_eq!(
+            said,
+            ["0s ago", "59s ago", "1m ago", "59m ago", "1h ago", "23h ago", "1d ago", "10d ago"]
+        );
+    }
 }

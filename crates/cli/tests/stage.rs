@@ -366,6 +366,11 @@ fn staged_run_leaves_host_untouched_and_lists_every_op(f: Fixture) {
     let listing = String::from_utf8_lossy(&listing.stdout);
     assert!(listing.contains("M file    edit.txt"), "{listing}");
     assert!(listing.contains("C file    chmod.sh"), "{listing}");
+    // Every staged run: its id, how long it has waited, where, what ran.
+    let all = f.cordon(&["changes"]);
+    let all = String::from_utf8_lossy(&all.stdout);
+    let row = all.lines().find(|l| l.starts_with(&id)).unwrap_or_default();
+    assert!(row.contains("s ago  ") || row.contains("m ago  "), "{all}");
 
     // discard: the stage is gone, the host tree still untouched.
     let out = f.cordon(&["discard", &id]);
