@@ -38,6 +38,20 @@ pub fn hints(watch: &OutputWatch, spec: &cordon_jail::Spec, outcome: &Outcome) -
              delegated here); give a larger --pids if it needs more"
         ));
     }
+    // Likewise memory: RLIMIT_AS fails the allocation and counts nothing
+    // (a memory cgroup's OOM kill is said by the run's end).
+    if let (true, None, Some(limit)) = (
+        watch.said(Said::NoMemory),
+        outcome.breaches.oom_kills,
+        spec.limits.memory,
+    ) {
+        out.push(format!(
+            "cordon: hint: the command ran out of memory: this sandbox allows {} MiB of address \
+             space per process (held by RLIMIT_AS, as no memory cgroup is delegated here; \
+             runtimes reserve more address space than they use); give a larger --memory",
+            limit >> 20
+        ));
+    }
     out
 }
 

@@ -616,7 +616,8 @@ impl TheEnd<'_> {
             notable || outcome.breaches.output_truncated,
             &outcome.message,
         ) {
-            eprintln!("cordon: {msg}");
+            let fix = limit_flag(outcome.reason).map_or(String::new(), |f| format!("; give {f}"));
+            eprintln!("cordon: {msg}{fix}");
         }
         self.tell_host_tools();
         if let Some(s) = self.stage_report {
@@ -630,7 +631,7 @@ impl TheEnd<'_> {
         }
         if outcome.breaches.output_truncated {
             eprintln!(
-                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream)",
+                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream; give a larger --output, or write to a file)",
                 outcome.stdout.dropped,
                 outcome.stderr.dropped,
                 spec.limits.output.unwrap_or(0)
@@ -653,6 +654,19 @@ impl TheEnd<'_> {
             );
         }
     }
+}
+
+/// The flag that raises the limit a run ended at.
+fn limit_flag(reason: EndReason) -> Option<&'static str> {
+    Some(match reason {
+        EndReason::Timeout => "a longer --timeout",
+        EndReason::CpuLimit => "a larger --cpu-time",
+        EndReason::MemoryLimit => "a larger --memory",
+        EndReason::PidsLimit => "a larger --pids",
+        EndReason::FileSizeLimit => "a larger --file-size",
+        EndReason::OutputLimit => "a larger --output",
+        _ => return None,
+    })
 }
 
 /// What the proxy answered the run's refused attempts (why, and how to

@@ -176,7 +176,9 @@ fn a_fork_refused_at_the_process_limit_is_explained() {
     if cgroup_controls(&o, "pids") {
         assert_eq!(o.reason(), "pids_limit", "{}", o.stderr);
         assert!(
-            o.stderr.contains("the process limit was reached"),
+            o.stderr.contains(
+                "the process limit (8 processes and threads) was reached; give a larger --pids"
+            ),
             "{}",
             o.stderr
         );
@@ -185,6 +187,71 @@ fn a_fork_refused_at_the_process_limit_is_explained() {
         assert!(o.report["breaches"]["pids_limit_hits"].is_null());
         assert!(
             o.stderr.contains(hint) && o.stderr.contains("--pids"),
+            "{}",
+            o.stderr
+        );
+    }
+}
+
+/// A run that ends at a limit says which limit, its value, and the flag
+/// that raises it. A shell whose child was cut at the file-size limit (it
+/// exits 153 itself, not by the signal) ends at that limit too.
+#[test]
+fn a_run_ended_at_a_limit_names_the_limit_and_its_flag() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let cases: [(&[&str], &str, &str, &str); 4] = [
+        (
+            &["--timeout", "1s"],
+            "sleep 5",
+            "timeout",
+            "cordon: killed at the wall-clock deadline (1s); give a longer --timeout",
+        ),
+        (
+            &["--file-size", "1KiB"],
+            "head -c 5000 /dev/zero > /tmp/x",
+            "file_size_limit",
+            "cordon: a write was cut at the file size limit (1 KiB); give a larger --file-size",
+        ),
+        (
+            &["--output", "10", "--on-output-limit", "kill"],
+            "seq 100000",
+            "output_limit",
+            "cordon: killed: output passed its limit (10 bytes per stream); give a larger --output",
+        ),
+        (
+            &["--cpu-time", "1s"],
+            "while :; do :; done",
+            "cpu_limit",
+            "cordon: the CPU time limit (1s) was reached; give a larger --cpu-time",
+        ),
+    ];
+    for (flags, script, reason, said) in cases {
+        let o = w.sh(flags, script);
+        assert_eq!(o.reason(), reason, "{script}: {}", o.stderr);
+        assert!(o.stderr.contains(said), "{script}: {}", o.stderr);
+    }
+    // Memory: a memory cgroup kills and the end says so; under RLIMIT_AS
+    // the allocation fails, which only the command's words show.
+    let o = w.py(
+        &["--memory", "64MiB"],
+        "b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096])",
+    );
+    if cgroup_controls(&o, "memory") {
+        assert_eq!(o.reason(), "memory_limit", "{}", o.stderr);
+        assert!(
+            o.stderr
+                .contains("cordon: killed by the memory limit (64 MiB); give a larger --memory"),
+            "{}",
+            o.stderr
+        );
+    } else {
+        assert!(o.stderr.contains("MemoryError"), "{}", o.stderr);
+        assert!(
+            o.stderr.contains("the command ran out of memory: this sandbox allows 64 MiB of address space per process")
+                && o.stderr.contains("give a larger --memory"),
             "{}",
             o.stderr
         );

@@ -22,10 +22,17 @@ pub(crate) fn classify(
     if let Some(ending) = ended_by_cordon(spec, sup) {
         return ending;
     }
+    let limits = &spec.limits;
     let memory_msg = || {
         Some(format!(
-            "killed by the memory limit ({} bytes)",
-            spec.limits.memory.unwrap_or(0)
+            "killed by the memory limit ({})",
+            size_text(limits.memory.unwrap_or(0))
+        ))
+    };
+    let file_size_msg = |what: &str| {
+        Some(format!(
+            "{what} the file size limit ({})",
+            size_text(limits.file_size.unwrap_or(0))
         ))
     };
     match status {
@@ -34,10 +41,20 @@ pub(crate) fn classify(
                 (
                     EndReason::PidsLimit,
                     code,
-                    Some("the process limit was reached".into()),
+                    Some(format!(
+                        "the process limit ({} processes and threads) was reached",
+                        limits.pids.unwrap_or(0)
+                    )),
                 )
             } else if code != 0 && breaches.oom_killed() {
                 (EndReason::MemoryLimit, code, memory_msg())
+            } else if code != 0 && breaches.file_at_size_limit {
+                // A child got SIGXFSZ and the shell above it exited.
+                (
+                    EndReason::FileSizeLimit,
+                    code,
+                    file_size_msg("a write was cut at"),
+                )
             } else {
                 (EndReason::Exited, code, None)
             }
@@ -56,13 +73,16 @@ pub(crate) fn classify(
                 (
                     EndReason::CpuLimit,
                     code,
-                    Some("the CPU time limit was reached".into()),
+                    Some(format!(
+                        "the CPU time limit ({:?}) was reached",
+                        limits.cpu.unwrap_or_default()
+                    )),
                 )
             } else if signal == libc::SIGXFSZ {
                 (
                     EndReason::FileSizeLimit,
                     code,
-                    Some("the file size limit was reached".into()),
+                    file_size_msg("a write reached"),
                 )
             } else if sup.interrupted.is_some() {
                 (EndReason::Interrupted, code, Some("interrupted".into()))
@@ -140,10 +160,27 @@ fn ended_by_cordon(spec: &Spec, sup: &Supervision) -> Option<(EndReason, i32, Op
         return Some((
             EndReason::OutputLimit,
             128 + libc::SIGKILL,
-            Some("killed: output passed its limit".into()),
+            Some(format!(
+                "killed: output passed its limit ({} per stream)",
+                size_text(spec.limits.output.unwrap_or(0))
+            )),
         ));
     }
     None
+}
+
+/// A size as its limit was most likely written: `512 MiB`, `64 KiB`, or
+/// bytes.
+fn size_text(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        b if b >= GIB && b % GIB == 0 => format!("{} GiB", b / GIB),
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// What a death by `signal` says, as a shell would have said it had the
@@ -403,5 +440,30 @@ fn record_switched_off(e: &mut Enforcement) {
             }
             None => e.record(layer, false, detail),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_is_said_in_the_unit_it_was_most_likely_given_in() {
+        let said: Vec<String> = [0, 1000, 1024, 64 << 10, 512 << 20, 3 << 30, (1 << 30) + 1]
+            .into_iter()
+            .map(size_text)
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "0 bytes",
+                "1000 bytes",
+                "1 KiB",
+                "64 KiB",
+                "512 MiB",
+                "3 GiB",
+                "1073741825 bytes"
+            ]
+        );
     }
 }

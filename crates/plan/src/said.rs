@@ -2,7 +2,8 @@
 //! a write refused because the path is read-only in the sandbox, a host
 //! name that cannot be resolved because the sandbox has no network (or the
 //! client ignores the egress proxy), and a process or thread that could
-//! not be started at the process limit. `cordon run` and `cordon mcp`
+//! not be started at the process limit, and an allocation refused at the
+//! memory limit. `cordon run` and `cordon mcp`
 //! watch the output they relay for these messages and add a hint that
 //! says what the sandbox allows and how to change it.
 //!
@@ -25,16 +26,19 @@ pub enum Said {
     NoNetwork,
     /// A fork or a thread refused (EAGAIN): the process limit.
     NoProcess,
+    /// An allocation refused (ENOMEM): the memory limit.
+    NoMemory,
 }
 
 impl Said {
-    const ALL: usize = 3;
+    const ALL: usize = 4;
 
     fn index(self) -> usize {
         match self {
             Said::ReadOnly => 0,
             Said::NoNetwork => 1,
             Said::NoProcess => 2,
+            Said::NoMemory => 3,
         }
     }
 }
@@ -66,6 +70,11 @@ const NEEDLES: &[(&[u8], Said)] = &[
     (b"nable to create native thread", Said::NoProcess),
     (b"nable to create new native thread", Said::NoProcess),
     (b"ailed to create new OS thread", Said::NoProcess),
+    // Python; C's ENOMEM; Node's and Go's "out of memory"; C++.
+    (b"emoryError", Said::NoMemory),
+    (b"annot allocate memory", Said::NoMemory),
+    (b"ut of memory", Said::NoMemory),
+    (b"td::bad_alloc", Said::NoMemory),
 ];
 
 /// The longest needle, less one: what a chunk's end must keep for a
@@ -191,6 +200,22 @@ mod tests {
             assert!(!w.said(Said::ReadOnly) && !w.said(Said::NoNetwork), "{text}");
         }
         assert!(!watch(&[(ERR, b"read: Resource temporarily unavailable")]).said(Said::NoProcess));
+    }
+
+    #[test]
+    fn every_runtimes_wording_of_a_refused_allocation_is_seen() {
+        for said in [
+            &b"Traceback (most recent call last):\nMemoryError\n"[..],
+            b"python3: error while loading shared libraries: libm.so.6: cannot map: Cannot allocate memory",
+            b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+            b"fatal error: runtime: out of memory",
+            b"terminate called after throwing an instance of 'std::bad_alloc'",
+        ] {
+            let text = String::from_utf8_lossy(said);
+            let w = watch(&[(ERR, said)]);
+            assert!(w.said(Said::NoMemory), "{text}");
+            assert!(!w.said(Said::NoProcess) && !w.said(Said::ReadOnly), "{text}");
+        }
     }
 
     #[test]
