@@ -80,6 +80,14 @@ pub fn hints(said: &cordon_plan::said::OutputWatch) -> Vec<String> {
                 .to_owned(),
         );
     }
+    if said.said(Said::NoMemory) {
+        out.push(
+            "An allocation was refused: the sandbox's memory limit may be too small for this \
+             command; sandbox_create takes a larger memory (e.g. \"2GiB\", within what this \
+             server allows)."
+                .to_owned(),
+        );
+    }
     out
 }
 

@@ -141,6 +141,7 @@ try:
     block = bytearray(300 << 20)
     block[::4096] = b"\\x01" * len(block[::4096])
 except MemoryError:
+    print("MemoryError", file=sys.stderr)
     sys.exit(3)
 print("took it")
 """
@@ -158,6 +159,8 @@ def test_a_sandbox_gets_the_memory_it_asks_for_within_the_ceiling(connect: Calla
             assert small["memory_bytes"] == 200 << 20, small
             r = await t.ok("sandbox_exec", sandbox_id=small["sandbox_id"], argv=["python3", "-c", TAKE_300_MIB])
             assert r["exit_code"] in (3, 137) and "took it" not in r["stdout"], r
+            if r["exit_code"] == 3:  # RLIMIT_AS: Python's MemoryError, and a note on what to do
+                assert "sandbox_create takes a larger memory" in r["note"], r
             # The same program in a sandbox given room for it.
             large = await t.ok("sandbox_create", memory=1 << 30)
             assert large["memory_bytes"] == 1 << 30, large
