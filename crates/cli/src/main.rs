@@ -31,6 +31,7 @@ mod serve_cmd;
 mod stage_cmd;
 mod token_cmd;
 mod tty_ask;
+mod unseen_args;
 
 use std::process::ExitCode;
 

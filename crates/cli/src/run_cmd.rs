@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use cordon_plan::{egress, secrets};
 
-use crate::{audit_bridge, output_hints, run_policy, scan_gate, stage_cmd};
+use crate::{audit_bridge, output_hints, run_policy, scan_gate, stage_cmd, unseen_args};
 
 #[derive(Debug, Args)]
 #[command(
@@ -409,6 +409,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     )?;
     if !args.quiet {
         note_a_declared_tmp(&spec);
+        for (arg, real) in unseen_args::unseen(&spec, &cwd) {
+            eprintln!("{}", unseen_args::note(&arg, &real));
+        }
     }
     let staging = match &args.stage {
         Some(dir) => Some(stage_cmd::prepare(

@@ -258,6 +258,51 @@ fn a_run_ended_at_a_limit_names_the_limit_and_its_flag() {
     }
 }
 
+/// `cordon run -- python3 /elsewhere/job.py` fails inside with "No such
+/// file or directory", true in the sandbox and false on the host. An
+/// argument naming a host path the sandbox will not show is named before
+/// the run with the flag that shows it; declared, it runs and nothing is said.
+#[test]
+fn an_argument_naming_a_host_path_the_sandbox_does_not_show_is_noted() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let job = elsewhere.path().canonicalize().unwrap().join("job.py");
+    std::fs::write(&job, "print('ran')\n").unwrap();
+    let job = job.to_str().unwrap();
+    let o = w.py(&[], "pass");
+    assert!(
+        !o.stderr.contains("cordon: note: the argument"),
+        "{}",
+        o.stderr
+    );
+    let o = w.run(&[], &["python3", job, "/no/such/path"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!(
+            "cordon: note: the argument {job} is a host path, which the sandbox does not show"
+        )) && o
+            .stderr
+            .contains(&format!("give --ro {job} (or its directory)")),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        !o.stderr.contains("/no/such/path,"),
+        "only paths that exist: {}",
+        o.stderr
+    );
+    let o = w.run(&["--ro", job], &["python3", job]);
+    assert_eq!((o.code, o.stdout.as_str()), (0, "ran\n"), "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("cordon: note: the argument"),
+        "{}",
+        o.stderr
+    );
+}
+
 /// A runtime that cannot reserve its address space at start crashes (V8
 /// traps, the JVM and glibc abort). Where memory is RLIMIT_AS (no memory
 /// cgroup: the rootless pass on this host), cordon says so and how to fix
