@@ -251,7 +251,7 @@ pub fn forget(state: &AppState, id: &str) {
 pub fn reap(state: &AppState) {
     let Ok(engine) = state.engine() else { return };
     for id in state.meta_ids() {
-        let ended = match engine.session(&id) {
+        let end_cause = match engine.session(&id) {
             None => Some("gone".to_owned()),
             Some(s) => {
                 let info = s.info();
@@ -259,8 +259,8 @@ pub fn reap(state: &AppState) {
                     .then(|| info.ended.as_ref().map_or("ended".into(), word))
             }
         };
-        if let Some(cause) = ended {
-            self::ended(state, &id);
+        if let Some(cause) = end_cause {
+            ended(state, &id);
             state.audit().sandbox_ended("server", &id, &cause, true);
         }
     }
