@@ -40,7 +40,10 @@ pub fn unseen(spec: &Spec, host_cwd: &Path) -> Vec<(String, PathBuf)> {
         let Ok(real) = std::fs::canonicalize(host_cwd.join(text)) else {
             continue;
         };
-        if !shown.iter().any(|s| real.starts_with(s)) && out.len() < NAMED {
+        // Inside a shown path, or one of its parents (made inside as the
+        // way down to it), the argument names something that is there.
+        let there = |s: &&Path| real.starts_with(s) || s.starts_with(&real);
+        if !shown.iter().any(there) && out.len() < NAMED {
             out.push((arg.clone(), real));
         }
     }
@@ -147,6 +150,9 @@ mod tests {
             )),
             "{n}"
         );
+        // A parent of a shown path is there too (the way down to it).
+        let spec = spec_with(&[work.to_str().unwrap()], &["ls", root.to_str().unwrap()]);
+        assert!(unseen(&spec, &work).is_empty());
         // Declared: nothing to say.
         let spec = spec_with(
             &[
