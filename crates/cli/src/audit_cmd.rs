@@ -69,12 +69,15 @@ pub enum AuditCommand {
     },
     /// Incidents (boundary violations, limit breaches), newest first
     #[command(
-        after_help = "Examples:\n  cordon audit incidents --since 1h\n  cordon audit incidents --since 2d --json"
+        after_help = "Examples:\n  cordon audit incidents --since 1h\n  cordon audit incidents -n 5\n  cordon audit incidents --since 2d --json"
     )]
     Incidents {
         /// Only those younger than this: 90s, 30m, 1h, 2d, 1w, 1h30m
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
+        /// Only the newest N (default: all)
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        n: Option<usize>,
         /// One JSON object per line
         #[arg(long)]
         json: bool,
@@ -135,7 +138,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<i32> {
     match args.command {
         AuditCommand::Tail { n, follow, json } => tail(&store, out, n, follow, json)?,
         AuditCommand::Show { run_id, json } => show(&store, out, &run_id, json)?,
-        AuditCommand::Incidents { since, json } => incidents(&store, out, since, json)?,
+        AuditCommand::Incidents { since, n, json } => incidents(&store, out, since, n, json)?,
         AuditCommand::Verify { anchor, json } => {
             if !verify(&store, &path, out, anchor, json)? {
                 return Ok(1);
@@ -219,6 +222,7 @@ fn incidents(
     store: &AuditStore,
     out: &mut Out<'_>,
     since: Option<String>,
+    newest: Option<usize>,
     json: bool,
 ) -> anyhow::Result<()> {
     let since = match since {
@@ -231,7 +235,8 @@ fn incidents(
     if recs.is_empty() && !json {
         writeln!(out, "no incidents")?;
     }
-    for r in &recs {
+    // Newest first, so the newest N are the first N.
+    for r in recs.iter().take(newest.unwrap_or(usize::MAX)) {
         print_record(out, r, json)?;
     }
     Ok(())

@@ -633,8 +633,14 @@ impl TheEnd<'_> {
             eprintln!("{line}");
         }
         if outcome.breaches.output_truncated {
+            // Where the run was killed for it, that line named the flag.
+            let fix = if outcome.reason == EndReason::OutputLimit {
+                ""
+            } else {
+                "; give a larger --output, or write to a file"
+            };
             eprintln!(
-                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream; give a larger --output, or write to a file)",
+                "cordon: output truncated: {} bytes of stdout and {} of stderr dropped (limit {} per stream{fix})",
                 outcome.stdout.dropped,
                 outcome.stderr.dropped,
                 spec.limits.output.unwrap_or(0)

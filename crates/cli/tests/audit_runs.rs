@@ -705,6 +705,9 @@ fn each_sensitive_syscall_class_leaves_its_incident_with_caller_and_arguments() 
     assert_eq!(runs.len(), all_runs.len());
     let recent = s.json_lines(&["incidents", "--since", "1h", "--json"]);
     assert_eq!(recent.len(), expected);
+    // -n: the newest N, the head of the same list.
+    let newest = s.json_lines(&["incidents", "-n", "3", "--json"]);
+    assert_eq!(newest, listed[..3].to_vec());
     s.assert_verifies();
 }
 

@@ -232,6 +232,12 @@ fn a_run_ended_at_a_limit_names_the_limit_and_its_flag() {
         let o = w.sh(flags, script);
         assert_eq!(o.reason(), reason, "{script}: {}", o.stderr);
         assert!(o.stderr.contains(said), "{script}: {}", o.stderr);
+        assert_eq!(
+            o.stderr.matches("give a").count(),
+            1,
+            "the flag once: {}",
+            o.stderr
+        );
     }
     // Memory: a memory cgroup kills and the end says so; under RLIMIT_AS
     // the allocation fails, which only the command's words show.
