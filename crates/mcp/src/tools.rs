@@ -36,7 +36,10 @@ const MAX_READ: usize = 1 << 20;
 
 /// A duration: seconds, or text such as `"30s"`, `"10m"`, `"1h"`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a duration: a number of seconds, or text such as \"30s\", \"10m\" or \"1h\""
+)]
 pub enum DurationArg {
     Seconds(f64),
     Text(String),
@@ -70,7 +73,10 @@ impl DurationArg {
 
 /// A size: bytes, or text such as `"512MiB"`, `"2GiB"`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a size: a whole number of bytes, or text such as \"512MiB\" or \"2GiB\""
+)]
 pub enum SizeArg {
     Bytes(u64),
     Text(String),

@@ -172,6 +172,10 @@ def test_a_sandbox_gets_the_memory_it_asks_for_within_the_ceiling(connect: Calla
             beyond = await t.error("sandbox_create", memory="64GiB")
             assert "beyond the ceiling" in beyond, beyond
             assert "memory" in await t.error("sandbox_create", memory="lots")
+            # Neither bytes nor text: the error says what is expected.
+            for bad in ({"memory": 1.5}, {"ttl": True}):
+                text = await t.error("sandbox_create", **bad)
+                assert "a whole number of bytes" in text or "a number of seconds" in text, (bad, text)
 
     anyio.run(main)
 
