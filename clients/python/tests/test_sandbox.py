@@ -12,6 +12,7 @@ from cordon_client import (
     Client,
     CordonError,
     Event,
+    Hint,
     NotFound,
     Sandbox,
     Unprocessable,
@@ -193,6 +194,24 @@ def test_timeout_kills_the_exec_tree_not_the_session(sandbox: Sandbox) -> None:
     look = sandbox.exec(["sh", "-c", f"cat {WORK}/leak 2>/dev/null || echo absent"])
     assert look.stdout == "absent\n", "a daemonized child of the timed-out exec lived on"
     assert sandbox.exec(["echo", "alive"]).stdout == "alive\n"
+
+
+def test_an_output_that_calls_for_a_hint_comes_with_one(sandbox: Sandbox) -> None:
+    # A write outside the writable paths: the command's words as it wrote
+    # them, and a hint saying which paths are writable and what changes it.
+    probe = ["sh", "-c", "echo x > /usr/cordon-probe"]
+    r = sandbox.exec(probe)
+    assert r.exit_code != 0 and "Read-only file system" in r.stderr, r
+    assert [h.kind for h in r.hints] == ["read_only"], r.hints
+    assert isinstance(r.hints[0], Hint) and '"rw"' in r.hints[0].message
+    # The same in the stream's last event and in a background exec's wait.
+    end = list(sandbox.exec_stream(probe))[-1].result
+    assert end is not None and [h.kind for h in end.hints] == ["read_only"]
+    assert [h.kind for h in sandbox.exec_background(probe).wait().hints] == ["read_only"]
+    # A lookup without network says what the sandbox reaches.
+    lookup = ["python3", "-c", "import socket; socket.getaddrinfo('pkg.example', 443)"]
+    assert [h.kind for h in sandbox.exec(lookup).hints] == ["no_network"]
+    assert sandbox.exec(["echo", "fine"]).hints == []
 
 
 def test_exec_output_that_is_not_utf8(sandbox: Sandbox) -> None:

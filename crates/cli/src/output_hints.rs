@@ -99,9 +99,55 @@ fn read_only_hint(writable: &[PathBuf]) -> String {
     )
 }
 
+/// A hint of `cordon serve`'s exec reply (`kind`, `message`) in the words
+/// of `cordon sandbox`: the flag of `cordon sandbox create` that changes
+/// what the sandbox allows. A kind this client does not know is shown as
+/// the server wrote it.
+pub fn sandbox_hint(kind: &str, message: &str) -> String {
+    let text = match kind {
+        "read_only" => {
+            "a write was refused as \"read-only file system\": in a sandbox only its working \
+             directory, /tmp, /dev/shm and the paths given to `cordon sandbox create --rw PATH` \
+             are writable"
+        }
+        "no_network" => {
+            "the command could not resolve or reach a host: a sandbox has no DNS and reaches \
+             only the hosts given to `cordon sandbox create --allow-net HOST`, through cordon's \
+             egress proxy (which HTTPS_PROXY and ALL_PROXY name inside)"
+        }
+        "no_process" => {
+            "the command could not start a process or thread: the sandbox's process limit was \
+             reached; create the sandbox with a larger --pids if it needs more"
+        }
+        "no_memory" => {
+            "an allocation was refused: the sandbox's memory limit may be too small for this \
+             command; create the sandbox with a larger --memory"
+        }
+        _ => message,
+    };
+    format!("cordon: hint: {text}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sandbox_hint_names_the_create_flag_and_shows_an_unknown_kind_as_written() {
+        for (kind, flag) in [
+            ("read_only", "--rw"),
+            ("no_network", "--allow-net"),
+            ("no_process", "--pids"),
+            ("no_memory", "--memory"),
+        ] {
+            let h = sandbox_hint(kind, "server words");
+            assert!(h.starts_with("cordon: hint: ") && h.contains(flag), "{h}");
+        }
+        assert_eq!(
+            sandbox_hint("new_kind", "server words"),
+            "cordon: hint: server words"
+        );
+    }
 
     #[test]
     fn the_read_only_hint_names_the_writable_paths_and_the_flags() {

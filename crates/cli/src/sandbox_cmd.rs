@@ -345,6 +345,13 @@ fn handle_event(event: &Value, json_out: bool) -> anyhow::Result<Option<u8>> {
                 if event["timed_out"] == true {
                     eprintln!("cordon: the command timed out");
                 }
+                for hint in event["hints"].as_array().into_iter().flatten() {
+                    let (kind, message) = (
+                        hint["kind"].as_str().unwrap_or(""),
+                        hint["message"].as_str().unwrap_or(""),
+                    );
+                    eprintln!("{}", crate::output_hints::sandbox_hint(kind, message));
+                }
             }
             return Ok(Some(u8::try_from(code.clamp(0, 255)).unwrap_or(1)));
         }

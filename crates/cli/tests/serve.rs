@@ -1053,3 +1053,90 @@ fn a_ceiling_of_zero_is_refused_when_given() {
     let (_, listed, _) = cordon(&["token", "list"]);
     assert!(listed.contains("some"), "{listed}");
 }
+
+/// An exec whose output says what a sandbox commonly runs into gets a
+/// hint in its reply (`hints`: a stable kind and what the sandbox allows),
+/// in the JSON answer, in the stream's `exited` event, and from `cordon
+/// sandbox exec` in the words of its flags. The output itself is returned
+/// unchanged; a command that says nothing of the kind gets no hint.
+#[test]
+fn an_exec_whose_output_calls_for_a_hint_gets_one() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let sb = s.create(json!({"pids": 8}));
+    let exec = |argv: &[&str]| -> Value {
+        let r = s.unix(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/exec"),
+            Some(&json!({"argv": argv, "timeout": "60s"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let kinds = |v: &Value| -> Vec<String> {
+        v["hints"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no hints in {v}"))
+            .iter()
+            .map(|h| h["kind"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let cases: [(&[&str], &str, &str); 4] = [
+        (
+            &["sh", "-c", "echo x > /usr/cordon-probe"],
+            "read_only",
+            "\"rw\"",
+        ),
+        (
+            &[
+                "python3",
+                "-c",
+                "import socket; socket.getaddrinfo('pkg.example', 443)",
+            ],
+            "no_network",
+            "\"allow_net\"",
+        ),
+        (
+            &["sh", "-c", "for i in $(seq 20); do sleep 1 & done; wait"],
+            "no_process",
+            "\"pids\"",
+        ),
+        (
+            &["python3", "-c", "bytearray(10**12)"],
+            "no_memory",
+            "\"memory\"",
+        ),
+    ];
+    for (argv, kind, field) in cases {
+        let v = exec(argv);
+        assert_ne!(v["exit_code"], 0, "{argv:?}: {v}");
+        assert_eq!(kinds(&v), [kind], "{argv:?}: {v}");
+        let message = v["hints"][0]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{kind}: {message}");
+    }
+    let quiet = exec(&["sh", "-c", "echo fine"]);
+    assert_eq!(quiet["stdout"], "fine\n");
+    assert!(kinds(&quiet).is_empty(), "{quiet}");
+
+    // The CLI streams: the `exited` event carries the hint, and the
+    // command's own words come first, unchanged.
+    let argv = ["sh", "-c", "echo x > /usr/cordon-probe"];
+    let (code, out, err) = s.cli(&[&["--json", "exec", &sb, "--"][..], &argv].concat());
+    assert_ne!(code, 0, "{err}");
+    let exited: Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["event"] == "exited")
+        .unwrap_or_else(|| panic!("no exited event in {out}"));
+    assert_eq!(kinds(&exited), ["read_only"], "{exited}");
+    let (code, _, err) = s.cli(&[&["exec", &sb, "--"][..], &argv].concat());
+    assert_ne!(code, 0, "{err}");
+    let said = err.find("Read-only file system").expect(&err);
+    let hint = err
+        .find("cordon: hint: a write was refused as \"read-only file system\"")
+        .expect(&err);
+    assert!(said < hint, "{err}");
+    assert!(err.contains("cordon sandbox create --rw PATH"), "{err}");
+}

@@ -17,8 +17,11 @@
 use cordon_jail::Stream;
 use memchr::memmem;
 
-/// What a command may say that deserves a hint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a command may say that deserves a hint. Its serde spelling
+/// (`read_only`, `no_network`, `no_process`, `no_memory`) is the `kind`
+/// of a hint in `cordon serve`'s API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Said {
     /// A write refused with EROFS.
     ReadOnly,
@@ -32,6 +35,12 @@ pub enum Said {
 
 impl Said {
     const ALL: usize = 4;
+    const EACH: [Said; Said::ALL] = [
+        Said::ReadOnly,
+        Said::NoNetwork,
+        Said::NoProcess,
+        Said::NoMemory,
+    ];
 
     fn index(self) -> usize {
         match self {
@@ -125,6 +134,11 @@ impl OutputWatch {
 
     pub fn said(&self, what: Said) -> bool {
         self.seen[what.index()]
+    }
+
+    /// Everything said so far, in a fixed order.
+    pub fn all(&self) -> Vec<Said> {
+        Said::EACH.into_iter().filter(|s| self.said(*s)).collect()
     }
 }
 
@@ -233,5 +247,7 @@ mod tests {
         // Both, in one run.
         let w = watch(&[(ERR, msg), (OUT, b"Could not resolve host: x")]);
         assert!(w.said(Said::ReadOnly) && w.said(Said::NoNetwork));
+        assert_eq!(w.all(), vec![Said::ReadOnly, Said::NoNetwork]);
+        assert!(watch(&[(OUT, b"fine\n")]).all().is_empty());
     }
 }

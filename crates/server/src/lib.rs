@@ -32,6 +32,7 @@ pub mod extract;
 pub mod files;
 pub mod gate;
 pub mod grants;
+pub mod hints;
 pub mod listen;
 mod lost;
 pub mod openapi;

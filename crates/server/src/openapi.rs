@@ -42,7 +42,7 @@ impl Modify for Bearer {
         ErrorBody, ErrorDetail,
         wire::CreateSandbox, wire::DurationValue, wire::SizeValue, wire::SandboxView,
         wire::SandboxList, wire::LimitsView, wire::UsageView, wire::ExecBody, wire::ExecReply, wire::ExecLimitsView,
-        wire::ExitView, wire::ExecUsageView, wire::Started, wire::ProcessView,
+        wire::ExitView, wire::ExecUsageView, crate::hints::HintView, wire::Started, wire::ProcessView,
         wire::ProcessList, wire::OutputReply, wire::SignalBody, wire::SignalValue, wire::Health,
         files::ListingView, files::EntryView,
         contexts::CreateContext, contexts::ContextView, contexts::ContextList, contexts::RunCell,

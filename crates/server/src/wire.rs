@@ -200,6 +200,10 @@ pub struct ExitView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: ExecUsageView,
+    /// What the output said that the sandbox explains (a read-only write,
+    /// a failed name lookup, a refused fork or allocation), each with what
+    /// the sandbox allows and how to change it; usually empty.
+    pub hints: Vec<crate::hints::HintView>,
 }
 
 impl ExecLimitsView {
@@ -248,6 +252,7 @@ impl From<&ExitInfo> for ExitView {
             signal: x.signal,
             message: x.message.clone(),
             usage: ExecUsageView::from(&x.usage),
+            hints: crate::hints::of(&x.said),
         }
     }
 }

@@ -35,6 +35,7 @@ mod widen;
 
 pub use context::{CellError, CellResult, CodeContext, Language, DEFAULT_CELL_TIMEOUT};
 pub use cordon_jail::session::ExecLimits;
+pub use cordon_plan::said::Said;
 pub use engine::{
     CreateSession, EndCause, Engine, EngineConfig, Process, Session, SessionInfo, SessionState,
     SessionUsage, Teardown,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cordon_jail::session::ExecLimits;
+use cordon_plan::said::{OutputWatch, Said};
 use serde::{Deserialize, Serialize};
 
 /// A command to run in a live session.
@@ -64,6 +65,10 @@ pub struct ExitInfo {
     /// Why it could not be started, or what killed it.
     pub message: Option<String>,
     pub usage: ExecUsage,
+    /// What its output said that calls for a hint (a read-only write, a
+    /// failed name lookup, a refused fork or allocation), each once.
+    #[serde(default)]
+    pub said: Vec<Said>,
 }
 
 /// What an exec used.
@@ -405,6 +410,8 @@ impl Process {
         let mut out_buf = vec![0u8; CHUNK];
         let mut err_buf = vec![0u8; CHUNK];
         let mut rep_buf = vec![0u8; 4096];
+        // Every byte the command wrote, kept or not, is looked at.
+        let mut watch = OutputWatch::default();
         while out_open || err_open || rep_open {
             let sleep = async {
                 match deadline {
@@ -415,11 +422,17 @@ impl Process {
             tokio::select! {
                 n = pumps.stdout.read(&mut out_buf), if out_open => match n {
                     Ok(0) | Err(_) => out_open = false,
-                    Ok(n) => self.output(StreamName::Stdout, &out_buf[..n], limit, &mut counts[0], &mut dropped[0], cap),
+                    Ok(n) => {
+                        watch.look(cordon_jail::Stream::Stdout, &out_buf[..n]);
+                        self.output(StreamName::Stdout, &out_buf[..n], limit, &mut counts[0], &mut dropped[0], cap)
+                    }
                 },
                 n = pumps.stderr.read(&mut err_buf), if err_open => match n {
                     Ok(0) | Err(_) => err_open = false,
-                    Ok(n) => self.output(StreamName::Stderr, &err_buf[..n], limit, &mut counts[1], &mut dropped[1], cap),
+                    Ok(n) => {
+                        watch.look(cordon_jail::Stream::Stderr, &err_buf[..n]);
+                        self.output(StreamName::Stderr, &err_buf[..n], limit, &mut counts[1], &mut dropped[1], cap)
+                    }
                 },
                 n = pumps.report.read(&mut rep_buf), if rep_open => match n {
                     Ok(0) | Err(_) => rep_open = false,
@@ -441,7 +454,8 @@ impl Process {
             stdout_dropped: dropped[0],
             stderr_dropped: dropped[1],
         };
-        let info = exit_info(&report, self.killed(), usage, self.memory_by_rlimit);
+        let mut info = exit_info(&report, self.killed(), usage, self.memory_by_rlimit);
+        info.said = watch.all();
         // Counted as ended before anyone can see it ended (`wait`).
         self.book.ended(&self);
         // `push` records the exit with its event, under one lock: a
@@ -673,6 +687,7 @@ fn exit_info(
         signal,
         message,
         usage: usage.clone(),
+        said: Vec::new(),
     };
     if let Some(setup) = &report.setup {
         return base(125, ExitReason::SetupFailed, None, Some(setup.clone()));
@@ -742,5 +757,6 @@ fn gone_exit() -> ExitInfo {
         signal: Some(libc::SIGKILL),
         message: Some("the session ended".into()),
         usage: ExecUsage::default(),
+        said: Vec::new(),
     }
 }

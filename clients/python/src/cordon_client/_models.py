@@ -14,6 +14,7 @@ from ._errors import ProtocolError
 
 __all__ = [
     "SandboxInfo",
+    "Hint",
     "ExecResult",
     "Event",
     "Output",
@@ -75,6 +76,22 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True)
+class Hint:
+    """What a command's output said that the sandbox explains: ``kind`` is
+    ``read_only``, ``no_network``, ``no_process`` or ``no_memory`` (a kind
+    added later arrives as it is); ``message`` says what the sandbox
+    allows and which setting of :meth:`Sandbox.create` changes it."""
+
+    kind: str
+    message: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Hint":
+        d = _obj(value, "a hint")
+        return cls(kind=str(d.get("kind", "")), message=str(d.get("message", "")))
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """How a command ended and what it printed.
 
@@ -91,6 +108,8 @@ class ExecResult:
     pid: Optional[int] = None
     usage: Dict[str, Any] = field(default_factory=dict)
     message: Optional[str] = None
+    #: What the output said that the sandbox explains (usually empty).
+    hints: List[Hint] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -118,6 +137,7 @@ class ExecResult:
             pid=d.get("pid"),
             usage=d.get("usage") or {},
             message=d.get("message"),
+            hints=[Hint.from_json(h) for h in d.get("hints") or []],
             raw=d,
         )
 
@@ -208,6 +228,7 @@ def collect(events: List[Event]) -> ExecResult:
         pid=pid,
         usage=d.get("usage") or {},
         message=d.get("message"),
+        hints=[Hint.from_json(h) for h in d.get("hints") or []],
         raw=d,
     )
 
