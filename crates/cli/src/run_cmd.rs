@@ -610,7 +610,8 @@ impl TheEnd<'_> {
         for layer in outcome.enforcement.degraded() {
             eprintln!(
                 "cordon: warning: {} not enforced: {}",
-                layer.layer, layer.detail
+                layer.layer,
+                layer.warning_text()
             );
         }
         // A death by a signal is said too: the shell sees only 128+N.

@@ -511,3 +511,45 @@ fn doctor_reports_json() {
         assert!(!v[key].is_null(), "doctor --json lacks {key}");
     }
 }
+
+/// A layer the host cannot give is warned of on every run, so the warning
+/// is one line: which limits rlimits hold instead and where to read why.
+/// The report keeps the whole detail (every hierarchy tried). As root
+/// here the cgroup layer holds and nothing is warned; the rootless pass,
+/// without delegation, gets the one line.
+#[test]
+fn a_missing_cgroup_controller_is_warned_of_in_one_line() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let o = w.sh(&[], "true");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let layer = o.report["enforcement"]["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["layer"] == "cgroup")
+        .cloned()
+        .unwrap_or_else(|| panic!("no cgroup layer: {}", o.report));
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cordon: warning: cgroup not enforced"))
+        .collect();
+    if layer["enforced"] == true {
+        assert!(warnings.is_empty(), "{}", o.stderr);
+        return;
+    }
+    assert_eq!(warnings.len(), 1, "{}", o.stderr);
+    let warning = warnings[0];
+    assert!(warning.contains("so rlimits hold memory"), "{warning}");
+    assert!(warning.contains("`cordon doctor` says why"), "{warning}");
+    assert!(warning.len() < 240, "one line: {warning}");
+    let detail = layer["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("rlimits ("),
+        "the report has the whole: {detail}"
+    );
+    assert!(!warning.contains(detail), "{warning}");
+}

@@ -180,6 +180,17 @@ pub struct LayerState {
     pub layer: Layer,
     pub enforced: bool,
     pub detail: String,
+    /// The one line a warning repeated on every run shows where `detail`
+    /// is long; the report and `cordon doctor` have the whole of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
+}
+
+impl LayerState {
+    /// What a warning about this layer says.
+    pub fn warning_text(&self) -> &str {
+        self.brief.as_deref().unwrap_or(&self.detail)
+    }
 }
 
 impl Enforcement {
@@ -188,7 +199,15 @@ impl Enforcement {
             layer,
             enforced,
             detail: detail.into(),
+            brief: None,
         });
+    }
+
+    /// Give the layer recorded last its one-line form for warnings.
+    pub(crate) fn brief_for_last(&mut self, brief: String) {
+        if let Some(last) = self.layers.last_mut() {
+            last.brief = Some(brief);
+        }
     }
 
     /// Layers that were not enforced, for warnings.

@@ -599,6 +599,9 @@ impl Groups {
         let group = match Cgroup::create(&support, &name, spec.limits.memory, spec.limits.pids) {
             Ok(g) => {
                 enforcement.record(Layer::Cgroup, support.complete(), cgroup_detail(&support));
+                if !support.complete() {
+                    enforcement.brief_for_last(cgroup_brief(&support));
+                }
                 Some(g)
             }
             Err(e) => {
@@ -671,6 +674,26 @@ fn cgroup_detail(support: &cgroup::Support) -> String {
     } else {
         format!("{in_use}; missing controllers fall back to rlimits ({why})")
     }
+}
+
+/// The cgroup layer's warning when a controller is missing, in one line:
+/// which limits rlimits hold instead and where to read why (the
+/// detail's list of every hierarchy tried is long, and a rootless user
+/// on a host without delegation would read it on every run).
+fn cgroup_brief(support: &cgroup::Support) -> String {
+    let instead = match (support.memory.is_some(), support.pids.is_some()) {
+        (false, false) => {
+            "no cgroup controller is usable by this user, so rlimits hold memory (per \
+             process, not for the whole sandbox) and processes"
+        }
+        (true, false) => "no pids controller is usable, so RLIMIT_NPROC holds processes",
+        (false, true) => {
+            "no memory controller is usable, so RLIMIT_AS holds memory (per process, not for \
+             the whole sandbox)"
+        }
+        (true, true) => "every controller is usable",
+    };
+    format!("{instead}; `cordon doctor` says why and how to delegate one")
 }
 
 /// One side's ends of the channels between the supervisor and the
@@ -1076,6 +1099,18 @@ mod tests {
         both.pids = both.memory.clone();
         both.problems.clear();
         assert_eq!(cgroup_detail(&both), "memory:v2 pids:v2");
+        assert_eq!(
+            cgroup_brief(&none),
+            "no cgroup controller is usable by this user, so rlimits hold memory (per process, \
+             not for the whole sandbox) and processes; `cordon doctor` says why and how to \
+             delegate one"
+        );
+        assert!(
+            cgroup_brief(&memory_only)
+                .starts_with("no pids controller is usable, so RLIMIT_NPROC holds processes;"),
+            "{}",
+            cgroup_brief(&memory_only)
+        );
     }
 
     /// Refuse clone3 with ENOSYS on this thread and its children, as a
