@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import tempfile
 import threading
 import time
@@ -14,7 +16,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from cordon_client import Client, Conflict, PolicyRefused, Sandbox
+from cordon_client import AsyncClient, AsyncSandbox, Client, Conflict, PolicyRefused, Sandbox
 
 from conftest import Server, running_server
 
@@ -30,6 +32,17 @@ when { context.program == "echo" && context.argv.contains("deploy") };
 @pytest.fixture(scope="module")
 def policy_server() -> Iterator[Server]:
     with tempfile.TemporaryDirectory(prefix="cordon-pyclient-policy-") as tmp:
+        policy = Path(tmp) / "policy.cedar"
+        policy.write_text(POLICY)
+        with running_server("--policy", str(policy), "--approval-timeout", "20s") as srv:
+            yield srv
+
+
+@pytest.fixture(scope="module")
+def asking_server() -> Iterator[Server]:
+    """A server of its own: the persistent answer above widens the other's
+    policy to every `echo deploy`."""
+    with tempfile.TemporaryDirectory(prefix="cordon-pyclient-asks-") as tmp:
         policy = Path(tmp) / "policy.cedar"
         policy.write_text(POLICY)
         with running_server("--policy", str(policy), "--approval-timeout", "20s") as srv:
@@ -102,3 +115,63 @@ def test_a_persistent_answer_needs_confirm(policy_server: Server) -> None:
         assert waiting["result"].stdout == "deploy p\n"
         with pytest.raises(ValueError):
             client.approve(a["id"], "duration")
+
+
+def test_a_call_that_waits_on_an_approval_names_it(asking_server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    # By default: one warning of the `cordon_client` logger, naming the
+    # approval, what was asked and the command that answers it.
+    caplog.set_level(logging.WARNING, logger="cordon_client")
+    with Client(socket=asking_server.socket) as client, Sandbox.create(preset="low", client=client) as sb:
+        seen = [a["id"] for a in client.approvals(None)]
+        waiting = _exec_in_thread(sb, ["echo", "deploy", "told"])
+        a = _next_pending(client, seen)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and a["id"] not in caplog.text:
+            time.sleep(0.05)
+        time.sleep(1.5)  # past another look: still told once
+        client.approve(a["id"])
+        waiting["thread"].join(30)
+        assert waiting["result"].stdout == "deploy told\n"
+    told = [r.getMessage() for r in caplog.records if a["id"] in r.getMessage()]
+    assert told == [
+        f"waiting for approval {a['id']}: exec `echo deploy told` (rule ask-deploy, "
+        f"{a['rule']['file']}:{a['rule']['line']}); a human answers with "
+        f"`cordon approvals approve {a['id']}` or `cordon approvals deny {a['id']}`"
+    ], caplog.text
+    # A call that is not held says nothing.
+    caplog.clear()
+    with Client(socket=asking_server.socket) as client, Sandbox.create(preset="low", client=client) as sb:
+        assert sb.exec(["sh", "-c", "sleep 1.5; echo quiet"]).stdout == "quiet\n"
+    assert not [r for r in caplog.records if r.name == "cordon_client"], caplog.text
+
+
+def test_on_approval_receives_the_approval_sync_and_async(asking_server: Server) -> None:
+    got: List[Dict[str, Any]] = []
+    with Client(socket=asking_server.socket, on_approval=got.append) as client:
+        with Sandbox.create(preset="low", client=client) as sb:
+            waiting = _exec_in_thread(sb, ["echo", "deploy", "callback"])
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not got:
+                time.sleep(0.05)
+            assert [g["subject"]["argv_prefix"] for g in got] == [["echo", "deploy", "callback"]]
+            assert got[0]["session"] == sb.id
+            client.deny(got[0]["id"])
+            waiting["thread"].join(30)
+            assert isinstance(waiting["error"], PolicyRefused)
+
+    async def held_async() -> List[Dict[str, Any]]:
+        told: List[Dict[str, Any]] = []
+        async with AsyncClient(socket=asking_server.socket, on_approval=told.append) as client:
+            async with await AsyncSandbox.create(preset="low", client=client) as sb:
+                call = asyncio.ensure_future(sb.exec(["echo", "deploy", "async"]))
+                for _ in range(400):
+                    if told:
+                        break
+                    await asyncio.sleep(0.05)
+                assert told, "the async client named no approval"
+                await client.approve(told[0]["id"])
+                assert (await call).stdout == "deploy async\n"
+        return told
+
+    told = asyncio.run(held_async())
+    assert [t["subject"]["argv_prefix"] for t in told] == [["echo", "deploy", "async"]]

@@ -14,6 +14,7 @@ from typing import Any, AsyncGenerator, Awaitable, Callable, Dict, Generator, Li
 
 from . import _replies
 from . import _requests as rq
+from ._asks import OnApproval
 from ._config import resolve_endpoint
 from ._errors import Conflict, NotFound
 from ._http import AsyncHTTP, TimeoutArg
@@ -33,8 +34,9 @@ class AsyncClient:
         token: Optional[str] = None,
         socket: Optional[str] = None,
         timeout: TimeoutArg = None,
+        on_approval: Optional[OnApproval] = None,
     ) -> None:
-        self.http = AsyncHTTP(resolve_endpoint(base_url, token, socket), timeout)
+        self.http = AsyncHTTP(resolve_endpoint(base_url, token, socket), timeout, on_approval)
 
     async def health(self) -> Any:
         return await self.http.json(rq.health())

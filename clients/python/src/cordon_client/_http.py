@@ -8,13 +8,14 @@ Both transports turn an unexpected status into the typed error of
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Dict, Iterator, Optional, Union
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
 
 import httpx
 
+from ._asks import Approval, AsyncWatch, OnApproval, SyncWatch
 from ._config import DEFAULT_TIMEOUT, Endpoint
 from ._errors import ProtocolError, error_from_response, error_from_transport
-from ._requests import NDJSON, Call
+from ._requests import NDJSON, Call, list_approvals
 
 TimeoutArg = Union[float, httpx.Timeout, None]
 
@@ -92,19 +93,44 @@ def _client_args(endpoint: Endpoint, timeout: TimeoutArg) -> Dict[str, Any]:
     }
 
 
-class SyncHTTP:
-    """A keep-alive httpx client bound to one cordon server."""
+def _approvals_of(response: httpx.Response) -> List[Approval]:
+    if response.status_code != 200:
+        return []
+    listed = decode_json(response)
+    return list(listed.get("approvals") or []) if isinstance(listed, dict) else []
 
-    def __init__(self, endpoint: Endpoint, timeout: TimeoutArg = None) -> None:
+
+class SyncHTTP:
+    """A keep-alive httpx client bound to one cordon server.
+
+    A call that a policy may hold for a human's answer is watched while it
+    waits (:mod:`cordon_client._asks`), on a second connection opened then.
+    """
+
+    def __init__(self, endpoint: Endpoint, timeout: TimeoutArg = None, on_approval: Optional[OnApproval] = None) -> None:
         self.endpoint = endpoint
         self._timeout = _base_timeout(timeout)
-        transport = httpx.HTTPTransport(uds=endpoint.socket) if endpoint.socket else None
-        self._client = httpx.Client(transport=transport, **_client_args(endpoint, timeout))
+        self._client = self._new_client(timeout)
+        self._timeout_arg = timeout
+        self._lookup_client: Optional[httpx.Client] = None
+        self._watch = SyncWatch(self._pending_approvals, on_approval)
+
+    def _new_client(self, timeout: TimeoutArg) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=self.endpoint.socket) if self.endpoint.socket else None
+        return httpx.Client(transport=transport, **_client_args(self.endpoint, timeout))
+
+    def _pending_approvals(self) -> List[Approval]:
+        """Only ever called from the watch's thread."""
+        if self._lookup_client is None:
+            self._lookup_client = self._new_client(self._timeout_arg)
+        call = list_approvals("pending")
+        return _approvals_of(self._lookup_client.request(**_request_args(call, self._timeout)))
 
     def send(self, call: Call) -> httpx.Response:
         """Send; the response when its status is one ``call`` expects."""
         try:
-            response = self._client.request(**_request_args(call, self._timeout))
+            with self._watch.watching(call.asks):
+                response = self._client.request(**_request_args(call, self._timeout))
         except httpx.HTTPError as e:
             raise error_from_transport(e, self.endpoint.describe()) from e
         if response.status_code not in call.expect:
@@ -117,7 +143,7 @@ class SyncHTTP:
     def events(self, call: Call) -> Iterator[Dict[str, Any]]:
         """The NDJSON objects of a streamed answer, as they arrive."""
         try:
-            with self._client.stream(**_request_args(call, self._timeout)) as response:
+            with self._watch.watching(call.asks), self._client.stream(**_request_args(call, self._timeout)) as response:
                 if response.status_code not in call.expect:
                     raise error_from_response(response, response.read())
                 _check_stream(response)
@@ -129,21 +155,37 @@ class SyncHTTP:
             raise error_from_transport(e, self.endpoint.describe()) from e
 
     def close(self) -> None:
+        self._watch.close()
         self._client.close()
+        if self._lookup_client is not None:
+            self._lookup_client.close()
 
 
 class AsyncHTTP:
     """The async twin of :class:`SyncHTTP`."""
 
-    def __init__(self, endpoint: Endpoint, timeout: TimeoutArg = None) -> None:
+    def __init__(self, endpoint: Endpoint, timeout: TimeoutArg = None, on_approval: Optional[OnApproval] = None) -> None:
         self.endpoint = endpoint
         self._timeout = _base_timeout(timeout)
-        transport = httpx.AsyncHTTPTransport(uds=endpoint.socket) if endpoint.socket else None
-        self._client = httpx.AsyncClient(transport=transport, **_client_args(endpoint, timeout))
+        self._timeout_arg = timeout
+        self._client = self._new_client(timeout)
+        self._lookup_client: Optional[httpx.AsyncClient] = None
+        self._watch = AsyncWatch(self._pending_approvals, on_approval)
+
+    def _new_client(self, timeout: TimeoutArg) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(uds=self.endpoint.socket) if self.endpoint.socket else None
+        return httpx.AsyncClient(transport=transport, **_client_args(self.endpoint, timeout))
+
+    async def _pending_approvals(self) -> List[Approval]:
+        if self._lookup_client is None:
+            self._lookup_client = self._new_client(self._timeout_arg)
+        call = list_approvals("pending")
+        return _approvals_of(await self._lookup_client.request(**_request_args(call, self._timeout)))
 
     async def send(self, call: Call) -> httpx.Response:
         try:
-            response = await self._client.request(**_request_args(call, self._timeout))
+            async with self._watch.watching(call.asks):
+                response = await self._client.request(**_request_args(call, self._timeout))
         except httpx.HTTPError as e:
             raise error_from_transport(e, self.endpoint.describe()) from e
         if response.status_code not in call.expect:
@@ -155,7 +197,9 @@ class AsyncHTTP:
 
     async def events(self, call: Call) -> AsyncIterator[Dict[str, Any]]:
         try:
-            async with self._client.stream(**_request_args(call, self._timeout)) as response:
+            async with self._watch.watching(call.asks), self._client.stream(
+                **_request_args(call, self._timeout)
+            ) as response:
                 if response.status_code not in call.expect:
                     raise error_from_response(response, await response.aread())
                 _check_stream(response)
@@ -168,3 +212,5 @@ class AsyncHTTP:
 
     async def close(self) -> None:
         await self._client.aclose()
+        if self._lookup_client is not None:
+            await self._lookup_client.aclose()

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
+from ._asks import Asks
+
 NDJSON = "application/x-ndjson"
 
 Duration = Union[int, float, str]
@@ -38,7 +40,8 @@ class Call:
 
     ``read_timeout``: ``None`` keeps the client's default; a number widens
     it (seconds); :data:`_WAIT_FOREVER` waits as long as the command runs.
-    ``expect``: the success statuses.
+    ``expect``: the success statuses. ``asks``: the approvals a server's
+    policy may make the call wait on (named while it waits).
     """
 
     method: str
@@ -49,6 +52,7 @@ class Call:
     headers: Optional[Dict[str, str]] = None
     read_timeout: Optional[float] = None
     expect: Sequence[int] = (200,)
+    asks: Optional[Asks] = None
 
     @property
     def waits_forever(self) -> bool:
@@ -144,7 +148,8 @@ def create_sandbox(
         }
     )
     body.update(extra or {})
-    return Call("POST", "/v1/sandboxes", json=body, expect=(201,))
+    asks = Asks(None, ("create", "secret", "bind", "limits"))
+    return Call("POST", "/v1/sandboxes", json=body, expect=(201,), asks=asks)
 
 
 def get_sandbox(sandbox_id: str) -> Call:
@@ -229,9 +234,11 @@ def exec_command(
             "timeout": wire_duration(timeout) if timeout is not None else None,
         }
     )
+    # The exec itself, or a connection its command makes through the proxy.
+    asks = Asks(sandbox_id, ("exec", "egress"))
     if background:
         body["background"] = True
-        return Call("POST", sandbox_path(sandbox_id, "exec"), json=body, expect=(202,))
+        return Call("POST", sandbox_path(sandbox_id, "exec"), json=body, expect=(202,), asks=asks)
     if stream:
         return Call(
             "POST",
@@ -239,8 +246,11 @@ def exec_command(
             json=body,
             headers={"Accept": NDJSON},
             read_timeout=STREAM_READ_TIMEOUT_S,
+            asks=asks,
         )
-    return Call("POST", sandbox_path(sandbox_id, "exec"), json=body, read_timeout=_reply_wait(timeout))
+    return Call(
+        "POST", sandbox_path(sandbox_id, "exec"), json=body, read_timeout=_reply_wait(timeout), asks=asks
+    )
 
 
 def list_processes(sandbox_id: str) -> Call:
@@ -285,6 +295,7 @@ def put_file(sandbox_id: str, path: str, data: Body) -> Call:
         content=content,
         headers={"Content-Type": "application/octet-stream"},
         expect=(204,),
+        asks=Asks(sandbox_id, ("path",)),
     )
 
 
@@ -321,6 +332,7 @@ def run_cell(sandbox_id: str, context_id: str, code: str, *, timeout: Optional[D
         sandbox_path(sandbox_id, "contexts", context_id, "run"),
         json=body,
         read_timeout=_reply_wait(timeout),
+        asks=Asks(sandbox_id, ("egress",)),
     )
 
 

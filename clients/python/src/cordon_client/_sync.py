@@ -6,6 +6,7 @@ from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Unio
 
 from . import _replies
 from . import _requests as rq
+from ._asks import OnApproval
 from ._config import resolve_endpoint
 from ._errors import Conflict, NotFound
 from ._http import SyncHTTP, TimeoutArg
@@ -26,6 +27,10 @@ class Client:
             puts it, see :func:`cordon_client.default_socket_path`).
         timeout: seconds (or an ``httpx.Timeout``) for a request; calls that
             wait for a command add the command's own timeout.
+        on_approval: called with each pending approval (the API's JSON) a
+            call of this client waits on, once it has waited a moment; by
+            default each is a warning of the ``cordon_client`` logger
+            naming the approval, its rule and the command that answers it.
     """
 
     def __init__(
@@ -35,8 +40,9 @@ class Client:
         token: Optional[str] = None,
         socket: Optional[str] = None,
         timeout: TimeoutArg = None,
+        on_approval: Optional[OnApproval] = None,
     ) -> None:
-        self.http = SyncHTTP(resolve_endpoint(base_url, token, socket), timeout)
+        self.http = SyncHTTP(resolve_endpoint(base_url, token, socket), timeout, on_approval)
 
     def health(self) -> Any:
         """``GET /v1/health``: ``{"status": "ok", "sessions": N, ...}``."""
