@@ -290,7 +290,16 @@ async fn exec(
         check(status, &data)?;
         bail!("the server answered {status}");
     }
-    let mut body = resp.into_body();
+    // While it runs, a connection its command makes may wait on an ask.
+    let asked = Asked {
+        session: Some(&e.id),
+        kinds: &["egress"],
+    };
+    while_waiting(socket, asked, relay(resp.into_body(), json_out)).await
+}
+
+/// Relay the stream's events as they come; the exit code at the end.
+async fn relay(mut body: hyper::body::Incoming, json_out: bool) -> anyhow::Result<u8> {
     let mut pending = Vec::new();
     let mut code = 0u8;
     while let Some(frame) = body.frame().await {

@@ -282,28 +282,45 @@ fn an_exec_waits_for_its_approval_through_the_api_then_the_cli() {
 /// `cordon sandbox exec` held by an ask is not silent: it names the
 /// approval it waits on, its rule, and the command that answers it, once;
 /// then it ends as the answer says.
+/// `cordon sandbox exec SB -- ARGV` started, and the first line of its
+/// stderr (the notice, when the call waits on an ask).
+fn cli_exec_until_told(
+    srv: &Server,
+    sb: &str,
+    argv: &[&str],
+) -> (Child, std::io::BufReader<std::process::ChildStderr>, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(cordon_bin())
+        .args(["sandbox", "--socket"])
+        .arg(&srv.socket)
+        .args(["exec", sb, "--"])
+        .args(argv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    (child, stderr, line)
+}
+
+/// The id of the one approval pending.
+fn only_pending(srv: &Server) -> String {
+    let pending = srv.pending();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    pending[0]["id"].as_str().unwrap().to_owned()
+}
+
 #[test]
 fn the_cli_says_which_approval_it_waits_on() {
     if ready() {
         return;
     }
-    use std::io::{BufRead, BufReader};
     let srv = Server::start(&[]);
     let sb = srv.create(json!({}));
-    let mut child = Command::new(cordon_bin())
-        .args(["sandbox", "--socket"])
-        .arg(&srv.socket)
-        .args(["exec", &sb, "--", "echo", "deploy", "cli"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let pending = srv.pending();
-    assert_eq!(pending.len(), 1, "{pending:?}");
-    let id = pending[0]["id"].as_str().unwrap().to_owned();
+    let (child, mut stderr, line) = cli_exec_until_told(&srv, &sb, &["echo", "deploy", "cli"]);
+    let id = only_pending(&srv);
     assert!(
         line.starts_with(&format!(
             "cordon: waiting for approval {id}: exec `echo deploy cli` (rule ask-deploy, "
@@ -679,23 +696,32 @@ fn host_http(n: usize) -> (u16, std::thread::JoinHandle<()>) {
     (port, h)
 }
 
-#[test]
-fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
+/// A server without a policy file and a sandbox whose profile asks about
+/// every unlisted host (`on_unlisted = "ask"`), for curl inside; None
+/// when the test cannot run here (said as SKIPPED).
+fn server_asking_about_unlisted_hosts() -> Option<(tempfile::TempDir, Server, String)> {
     if ready()
         || skip_unless(
             Command::new("curl").arg("--version").output().is_ok(),
             "curl is not installed",
         )
     {
-        return;
+        return None;
     }
-    // No policy file: the profile's `on_unlisted = "ask"` is the ask.
     let tmp = tempfile::tempdir().unwrap();
     let srv = Server::start_in(tmp.path(), &[]);
     let sb = srv.create(json!({"profile": {
         "extends": "low",
         "network": {"mode": "proxy", "on_unlisted": "ask", "allow_private": true}
     }}));
+    Some((tmp, srv, sb))
+}
+
+#[test]
+fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
+    let Some((_tmp, srv, sb)) = server_asking_about_unlisted_hosts() else {
+        return;
+    };
     let (port, host) = host_http(3);
     let url = format!("http://127.0.0.1:{port}/");
     let waiting = srv.exec_bg(&sb, &["curl", "-sS", "--max-time", "60", &url]);
@@ -737,6 +763,33 @@ fn an_unlisted_host_under_ask_waits_for_its_approval_then_curl_reaches_it() {
         "profile:network.on_unlisted=ask",
         "approval_decided",
     ]);
+}
+
+/// `cordon sandbox exec` names an ask that its command's connection
+/// waits on (the exec itself was allowed and its stream is open).
+#[test]
+fn the_cli_names_the_egress_ask_its_command_waits_on() {
+    let Some((_tmp, srv, sb)) = server_asking_about_unlisted_hosts() else {
+        return;
+    };
+    let (port, host) = host_http(1);
+    let url = format!("http://127.0.0.1:{port}/");
+    let argv = ["curl", "-sS", "--max-time", "60", &url];
+    let (child, _stderr, line) = cli_exec_until_told(&srv, &sb, &argv);
+    let id = only_pending(&srv);
+    assert!(
+        line.starts_with(&format!(
+            "cordon: waiting for approval {id}: egress `127.0.0.1:{port}` (rule \
+             profile:network.on_unlisted=ask"
+        )),
+        "{line}"
+    );
+    let r = srv.answer(&id, json!({"decision": "approve"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    host.join().unwrap();
 }
 
 /// Read from `s` until the text holds every one of `needles` (or 20 s).
