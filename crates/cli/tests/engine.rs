@@ -261,6 +261,22 @@ fn a_run_ended_at_a_limit_names_the_limit_and_its_flag() {
             "{}",
             o.stderr
         );
+        // So small that the loader cannot map python3's libraries: the
+        // loader's words, and the same hint.
+        let o = w.py(&["--memory", "10MiB"], "pass");
+        assert_eq!(o.code, 127, "{}", o.stderr);
+        assert!(
+            o.stderr.contains("error while loading shared libraries"),
+            "{}",
+            o.stderr
+        );
+        assert!(
+            o.stderr.contains(
+                "the command ran out of memory: this sandbox allows 10 MiB of address space"
+            ),
+            "{}",
+            o.stderr
+        );
     }
 }
 

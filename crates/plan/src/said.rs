@@ -79,8 +79,10 @@ const NEEDLES: &[(&[u8], Said)] = &[
     (b"nable to create native thread", Said::NoProcess),
     (b"nable to create new native thread", Said::NoProcess),
     (b"ailed to create new OS thread", Said::NoProcess),
-    // Python; C's ENOMEM; Node's and Go's "out of memory"; C++.
+    // Python; C's ENOMEM; Node's and Go's "out of memory"; C++; the
+    // dynamic loader when RLIMIT_AS leaves no room to map a library.
     (b"emoryError", Said::NoMemory),
+    (b"ailed to map segment from shared object", Said::NoMemory),
     (b"annot allocate memory", Said::NoMemory),
     (b"ut of memory", Said::NoMemory),
     (b"td::bad_alloc", Said::NoMemory),
@@ -221,6 +223,7 @@ mod tests {
         for said in [
             &b"Traceback (most recent call last):\nMemoryError\n"[..],
             b"python3: error while loading shared libraries: libm.so.6: cannot map: Cannot allocate memory",
+            b"python3: error while loading shared libraries: libc.so.6: failed to map segment from shared object",
             b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
             b"fatal error: runtime: out of memory",
             b"terminate called after throwing an instance of 'std::bad_alloc'",
