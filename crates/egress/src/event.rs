@@ -60,9 +60,10 @@ pub struct EgressEvent {
     /// was refused or cut: `deny:HOSTRULE`, `unlisted`, `private-address IP`,
     /// `metadata-address IP`, `sni-mismatch`, `sni-missing`, `https-only`,
     /// `method`, `rate-limit`, `byte-cap`, `malformed: ...`,
-    /// `resolve-failed`, `unsupported: ...`. An allowed attempt whose
-    /// connection failed keeps its allow rule with ` (connect-failed)`
-    /// appended (HTTP status 502). The identity layer appends what it did
+    /// `unsupported: ...`. An allowed attempt that failed on the host side
+    /// keeps its allow rule with ` (resolve-failed)` (the name did not
+    /// resolve) or ` (connect-failed)` (nothing answered) appended (HTTP
+    /// status 502). The identity layer appends what it did
     /// with secrets: `allow:HOST (secret NAME injected)`, `(secret NAME
     /// expired, not injected)`, `(secret NAME placeholder to a host it is
     /// not bound to)`, `(secret NAME placeholder over cleartext HTTP, not
@@ -81,8 +82,10 @@ pub struct EgressEvent {
     pub secret_leak: Option<String>,
     /// What the proxy answered a refused attempt: why, and how to allow
     /// it (`cordon: egress to HOST:PORT denied (not in the allowlist). To
-    /// allow it: ...`). A client often shows only the status (curl's
-    /// "CONNECT tunnel failed, response 403"), so the caller says it again.
+    /// allow it: ...`), or an allowed one that failed on the host side
+    /// (the name did not resolve, nothing answered). A client often shows
+    /// only the status (curl's "CONNECT tunnel failed, response 403"), so
+    /// the caller says it again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
 }

@@ -574,6 +574,16 @@ impl Attempt {
         self.ev.rule = rule.into();
     }
 
+    /// The allowed attempt failed on the host side (`r.is_failure()`): it
+    /// stays allowed, its rule says how it failed, and the proxy's answer
+    /// is kept for the caller to say again.
+    fn failed(&mut self, r: &Refusal) {
+        self.ev.decision = Decision::Allow;
+        self.ev.rule = format!("{} ({})", self.ev.rule, r.rule);
+        self.ev.status = Some(r.status);
+        self.ev.refusal = Some(r.message.clone());
+    }
+
     fn up(&self, n: usize) {
         self.meter.up.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -647,6 +657,14 @@ struct Refusal {
     socks_reply: u8,
     message: String,
     retry_after: Option<Duration>,
+}
+
+impl Refusal {
+    /// The rules allowed the attempt and the host side could not complete
+    /// it (the name did not resolve, nothing answered): not a denial.
+    fn is_failure(&self) -> bool {
+        matches!(self.rule.as_str(), "connect-failed" | "resolve-failed")
+    }
 }
 
 const SOCKS_GENERAL_FAILURE: u8 = 1;
@@ -785,7 +803,10 @@ impl Shared {
                 rule: "resolve-failed".into(),
                 status: 502,
                 socks_reply: SOCKS_HOST_UNREACHABLE,
-                message: format!("cordon: could not resolve {host} for egress to {dest}."),
+                message: format!(
+                    "cordon: egress to {dest} is allowed, but {host} could not be resolved on \
+                     the host (its DNS gave no address)."
+                ),
                 retry_after: None,
             });
         }
@@ -1093,15 +1114,12 @@ async fn plain_request(
         if !reuse {
             fresh_tried = true;
             *upstream = None;
-            let addrs = match shared.resolve(&host, req.target.is_ip(), port).await {
-                Ok(a) => a,
-                Err(r) => {
-                    refuse_http(&mut client.s, &mut att, r).await;
-                    return false;
-                }
-            };
             att.allow(rule.clone());
-            match connect_pinned(&addrs, &host, port).await {
+            let connected = match shared.resolve(&host, req.target.is_ip(), port).await {
+                Ok(addrs) => connect_pinned(&addrs, &host, port).await,
+                Err(r) => Err(r),
+            };
+            match connected {
                 Ok(s) => {
                     *upstream = Some(Upstream {
                         host: host.clone(),
@@ -1109,11 +1127,14 @@ async fn plain_request(
                         conn: BufStream::new(s),
                     })
                 }
-                Err(r) => {
-                    att.ev.rule = format!("{rule} (connect-failed)");
-                    att.ev.status = Some(r.status);
+                Err(r) if r.is_failure() => {
+                    att.failed(&r);
                     let n = answer(&mut client.s, r.status, &r.message, None).await;
                     att.down(n);
+                    return false;
+                }
+                Err(r) => {
+                    refuse_http(&mut client.s, &mut att, r).await;
                     return false;
                 }
             }
@@ -1585,8 +1606,8 @@ async fn open_tunnel(
         .limiter
         .admit(host, port)
         .map_err(|hit| shared.limit_refusal(host, port, hit))?;
-    let addrs = shared.resolve(host, is_ip, port).await?;
     att.allow(rule);
+    let addrs = shared.resolve(host, is_ip, port).await?;
     let up = connect_pinned(&addrs, host, port).await?;
     Ok((up, applicable))
 }
@@ -1604,9 +1625,8 @@ async fn connect_tunnel(
         match open_tunnel(shared, &mut att, &host, req.target.is_ip(), port).await {
             Ok(x) => x,
             Err(r) => {
-                if r.rule == "connect-failed" {
-                    att.ev.rule = format!("{} (connect-failed)", att.ev.rule);
-                    att.ev.status = Some(r.status);
+                if r.is_failure() {
+                    att.failed(&r);
                     let n = answer(&mut client.s, r.status, &r.message, None).await;
                     att.down(n);
                 } else {
@@ -1853,11 +1873,13 @@ async fn socks5(shared: Arc<Shared>, mut client: BufStream) {
     let (upstream, applicable) = match open_tunnel(&shared, &mut att, &host, is_ip, port).await {
         Ok(x) => x,
         Err(r) => {
-            if r.rule != "connect-failed" {
+            if r.is_failure() {
+                att.failed(&r);
+                // SOCKS has no status of its own.
+                att.ev.status = None;
+            } else {
                 att.deny(r.rule);
                 att.ev.refusal = Some(r.message);
-            } else {
-                att.ev.rule = format!("{} ({})", att.ev.rule, r.rule);
             }
             let _ = socks_reply(&mut client.s, r.socks_reply).await;
             let _ = client.s.shutdown().await;

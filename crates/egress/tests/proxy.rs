@@ -1144,7 +1144,58 @@ fn unreachable_upstream_gives_502_and_socks_refused() {
             e.rule.starts_with("allow:down.test") && e.rule.ends_with("(connect-failed)"),
             "{e:?}"
         );
+        assert!(
+            e.refusal
+                .as_deref()
+                .is_some_and(|r| r.contains("could not connect")),
+            "{e:?}"
+        );
     }
+}
+
+/// An allowed name that does not resolve on the host (`.invalid` never
+/// does, RFC 6761) is a failure, not a denial: 502, the event stays
+/// allowed with `(resolve-failed)`, and the answer says the name did not
+/// resolve on the host, for HTTP, CONNECT and SOCKS5 alike. A name that
+/// resolves to a private address is still denied (the SSRF guard).
+#[test]
+fn an_allowed_name_that_does_not_resolve_is_a_failure_not_a_denial() {
+    let p = Proxy::start(EgressConfig {
+        allow: rules(&["nowhere.invalid", "localhost"]),
+        allow_private: false,
+        ..Default::default()
+    });
+    let resp = raw(p.addr, b"GET http://nowhere.invalid/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 502, "{}", String::from_utf8_lossy(&resp));
+    assert!(
+        String::from_utf8_lossy(&resp).contains("could not be resolved on the host"),
+        "{}",
+        String::from_utf8_lossy(&resp)
+    );
+    let resp = raw(p.addr, b"CONNECT nowhere.invalid:443 HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 502);
+    assert_eq!(
+        socks5(p.addr, 1, &socks_domain("nowhere.invalid", 443)).0[1],
+        4
+    );
+    let resp = raw(p.addr, b"GET http://localhost:9/ HTTP/1.1\r\n\r\n");
+    assert_eq!(status_of(&resp), 403, "{}", String::from_utf8_lossy(&resp));
+    let (ev, _) = p.finish();
+    let failed: Vec<_> = ev.iter().filter(|e| e.host == "nowhere.invalid").collect();
+    assert_eq!(failed.len(), 3, "{ev:#?}");
+    for e in failed {
+        assert_eq!(e.decision, Decision::Allow, "{e:?}");
+        assert_eq!(e.rule, "allow:nowhere.invalid (resolve-failed)", "{e:?}");
+        assert!(
+            e.refusal
+                .as_deref()
+                .is_some_and(|r| r.contains("nowhere.invalid could not be resolved on the host")),
+            "{e:?}"
+        );
+    }
+    let private = one(&ev, "localhost");
+    assert_eq!(private.decision, Decision::Deny, "{private:?}");
+    assert!(private.rule.starts_with("private-address"), "{private:?}");
 }
 
 /// A TLS client in Python: CONNECT through the proxy, then a handshake
