@@ -86,6 +86,17 @@ impl Server {
         r.json()["id"].as_str().unwrap().to_owned()
     }
 
+    /// `argv` run in `sb` to its end (JSON reply, 200).
+    fn exec_json(&self, sb: &str, argv: &[&str]) -> Value {
+        let r = self.unix(
+            "POST",
+            &format!("/v1/sandboxes/{sb}/exec"),
+            Some(&json!({"argv": argv, "timeout": "60s"})),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    }
+
     /// Wait (the writer commits in groups) until the audit store holds
     /// every one of `needles`.
     fn audit_has(&self, needles: &[&str]) {
@@ -1066,15 +1077,7 @@ fn an_exec_whose_output_calls_for_a_hint_gets_one() {
     }
     let s = Server::start(&[]);
     let sb = s.create(json!({"pids": 8}));
-    let exec = |argv: &[&str]| -> Value {
-        let r = s.unix(
-            "POST",
-            &format!("/v1/sandboxes/{sb}/exec"),
-            Some(&json!({"argv": argv, "timeout": "60s"})),
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.json()
-    };
+    let exec = |argv: &[&str]| s.exec_json(&sb, argv);
     let kinds = |v: &Value| -> Vec<String> {
         v["hints"]
             .as_array()
@@ -1139,4 +1142,51 @@ fn an_exec_whose_output_calls_for_a_hint_gets_one() {
         .expect(&err);
     assert!(said < hint, "{err}");
     assert!(err.contains("cordon sandbox create --rw PATH"), "{err}");
+}
+
+/// A connection the sandbox's proxy refused while an exec ran is said
+/// again in the exec's reply (`egress_refused`): curl shows only "response
+/// 403". Only the refusals made while that exec ran: the next exec is not
+/// told of them.
+#[test]
+fn a_refused_connection_is_said_again_in_the_execs_reply() {
+    if ready()
+        || skip_unless(
+            Command::new("curl").arg("--version").output().is_ok(),
+            "curl is not installed",
+        )
+    {
+        return;
+    }
+    let s = Server::start(&[]);
+    let sb = s.create(json!({"allow_net": ["allowed.example"]}));
+    let exec = |argv: &[&str]| s.exec_json(&sb, argv);
+    let curl = ["curl", "-sS", "--max-time", "20", "https://denied.example/"];
+    let v = exec(&curl);
+    assert_ne!(v["exit_code"], 0, "{v}");
+    assert!(v["stderr"].as_str().unwrap().contains("403"), "{v}");
+    let hints = v["hints"].as_array().unwrap();
+    let refused: Vec<&str> = hints
+        .iter()
+        .filter(|h| h["kind"] == "egress_refused")
+        .map(|h| h["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(refused.len(), 1, "{v}");
+    assert!(
+        refused[0].contains("egress to denied.example:443 denied (not in the allowlist)")
+            && refused[0].contains("\"allow_net\""),
+        "{}",
+        refused[0]
+    );
+    let quiet = exec(&["true"]);
+    assert_eq!(quiet["hints"], json!([]), "{quiet}");
+
+    // The stream's `exited` event, through `cordon sandbox exec`.
+    let args: Vec<&str> = [&["exec", &sb, "--"][..], &curl].concat();
+    let (code, _, err) = s.cli(&args);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("cordon: hint: the sandbox's egress proxy answered a connection while the command ran: egress to denied.example:443 denied"),
+        "{err}"
+    );
 }

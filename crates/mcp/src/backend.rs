@@ -40,6 +40,10 @@ pub struct ExecOutput {
     /// The limits a policy put on it, as applied (the local policy's, or
     /// with `--server` the server's).
     pub limits: Option<serde_json::Value>,
+    /// The sandbox's egress proxy's answers to connections refused (or
+    /// not completed) while it ran, worded as `cordon serve`'s
+    /// `egress_refused` hints.
+    pub egress: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

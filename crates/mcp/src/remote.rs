@@ -254,6 +254,13 @@ impl Remote {
             stderr_dropped: reply["usage"]["stderr_dropped"].as_u64().unwrap_or(0),
             message: reply["message"].as_str().map(str::to_owned),
             limits: reply.get("limits").filter(|l| l.is_object()).cloned(),
+            egress: reply["hints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|h| h["kind"] == "egress_refused")
+                .filter_map(|h| h["message"].as_str().map(str::to_owned))
+                .collect(),
         })
     }
 

@@ -118,6 +118,8 @@ struct Inner {
     table: Mutex<HashMap<String, Entry>>,
     /// (sandbox, language) -> interpreter.
     contexts: tokio::sync::Mutex<HashMap<(String, &'static str), Arc<CodeContext>>>,
+    /// What each sandbox's proxy refused lately, for the exec's note.
+    egress_notes: Arc<cordon_server::egress_notes::EgressNotes>,
 }
 
 impl Sandboxes {
@@ -129,6 +131,7 @@ impl Sandboxes {
                 limits,
                 table: Mutex::new(HashMap::new()),
                 contexts: tokio::sync::Mutex::new(HashMap::new()),
+                egress_notes: Arc::default(),
             }),
         };
         let reaper = sandboxes.clone();
@@ -197,7 +200,10 @@ impl Sandboxes {
                 &plan.profile,
                 &id,
                 listener,
-                self.inner.audit.clone(),
+                cordon_server::egress::Recorders {
+                    audit: self.inner.audit.clone(),
+                    notes: self.inner.egress_notes.clone(),
+                },
                 plan.identity.clone(),
                 session.live_grants(),
                 None,
@@ -268,6 +274,7 @@ impl Sandboxes {
         if let Some(stop) = entry.and_then(|e| e.proxy_stop) {
             let _ = stop.send(());
         }
+        self.inner.egress_notes.forget(id);
         let mut contexts = self.inner.contexts.lock().await;
         contexts.retain(|(sandbox, _), _| sandbox != id);
     }
@@ -400,6 +407,11 @@ impl Sandboxes {
             limits: applied.and_then(|l| serde_json::to_value(l).ok()),
             ..ExecOutput::default()
         };
+        let (from, to) = process.span();
+        out.egress = cordon_server::hints::egress(self.inner.egress_notes.between(id, from, to))
+            .into_iter()
+            .map(|h| h.message)
+            .collect();
         for e in process.events_now(0).0 {
             if let EventKind::Output { stream, data } = e.kind {
                 match stream {

@@ -522,6 +522,13 @@ impl CordonTools {
             notes.push(message);
         }
         notes.extend(output::hints(&said));
+        // The proxy's answers while it ran: curl and pip show only "403".
+        notes.extend(exit.egress.iter().map(|e| {
+            let mut chars = e.chars();
+            chars.next().map_or_else(String::new, |c| {
+                c.to_uppercase().chain(chars).collect::<String>()
+            })
+        }));
         if !notes.is_empty() {
             result["note"] = json!(notes.join(" "));
         }

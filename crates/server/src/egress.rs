@@ -10,13 +10,25 @@ use tokio::sync::oneshot;
 use crate::audit::AuditLog;
 use crate::error::ApiError;
 
+/// Where a sandbox's egress decisions go: the audit log, and the recent
+/// answers an exec's reply says again ([`crate::egress_notes`]).
+#[derive(Debug, Clone)]
+pub struct Recorders {
+    pub audit: AuditLog,
+    pub notes: Arc<crate::egress_notes::EgressNotes>,
+}
+
 struct AuditSink {
     audit: AuditLog,
     sandbox: String,
+    notes: Arc<crate::egress_notes::EgressNotes>,
 }
 
 impl EventSink for AuditSink {
     fn record(&self, e: EgressEvent) {
+        if let Some(message) = &e.refusal {
+            self.notes.note(&self.sandbox, &e.rule, message);
+        }
         self.audit.egress(
             &self.sandbox,
             cordon_audit::Egress {
@@ -139,12 +151,12 @@ impl cordon_egress::Approver for GateApprover {
 
 /// Serve the proxy for `sandbox` until the returned sender is dropped or
 /// fired; `approver` decides unlisted hosts under `on_unlisted = "ask"`
-/// (none: they are refused).
+/// (none: they are refused); its decisions go to `recorders`.
 pub fn start(
     profile: &cordon_policy::Profile,
     sandbox: &str,
     listener: std::net::TcpListener,
-    audit: AuditLog,
+    recorders: Recorders,
     identity: Option<cordon_egress::Identity>,
     grants: cordon_egress::LiveGrants,
     approver: Option<GateApprover>,
@@ -158,8 +170,9 @@ pub fn start(
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| ApiError::internal(format!("the sandbox's proxy listener: {e}")))?;
     let sink = Arc::new(AuditSink {
-        audit,
+        audit: recorders.audit,
         sandbox: sandbox.to_owned(),
+        notes: recorders.notes,
     });
     // Hosts granted while it runs (crate::grants).
     egress = egress.with_sink(sink).with_live_grants(grants);

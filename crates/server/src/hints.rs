@@ -11,7 +11,9 @@ use utoipa::ToSchema;
 /// models).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct HintView {
-    /// `read_only`, `no_network`, `no_process` or `no_memory`.
+    /// `read_only`, `no_network`, `no_process`, `no_memory`, or
+    /// `egress_refused` (the proxy's answer to a connection while the
+    /// command ran: refused, or an allowed host that could not be reached).
     pub kind: String,
     pub message: String,
 }
@@ -52,6 +54,31 @@ fn message(said: Said) -> &'static str {
 /// The hints for what an exec's output said.
 pub fn of(said: &[Said]) -> Vec<HintView> {
     said.iter().copied().map(HintView::from).collect()
+}
+
+/// The hints for the proxy's answers while an exec ran
+/// ([`crate::egress_notes`]), kind `egress_refused`: what the proxy said
+/// (why, and how to allow the host) and, for a host in no rule, the
+/// field that allows it through the API.
+pub fn egress(answers: Vec<crate::egress_notes::Answer>) -> Vec<HintView> {
+    answers
+        .into_iter()
+        .map(|a| {
+            let said = a.message.strip_prefix("cordon: ").unwrap_or(&a.message);
+            let api = if a.rule == "unlisted" {
+                " (Over the API: \"allow_net\" when the sandbox is created.)"
+            } else {
+                ""
+            };
+            HintView {
+                kind: "egress_refused".into(),
+                message: format!(
+                    "the sandbox's egress proxy answered a connection while the command ran: \
+                     {said}{api}"
+                ),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ pub mod auth;
 pub mod console;
 pub mod contexts;
 pub mod egress;
+pub mod egress_notes;
 pub mod error;
 pub mod escalation;
 pub mod extract;

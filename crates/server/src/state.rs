@@ -84,6 +84,7 @@ struct Inner {
     verifier: crate::timeline::Verifier,
     gate: Arc<cordon_approvals::Gate>,
     widened: crate::escalation::Widened,
+    egress_notes: Arc<crate::egress_notes::EgressNotes>,
 }
 
 impl AppState {
@@ -114,6 +115,7 @@ impl AppState {
                 verifier: crate::timeline::Verifier::default(),
                 gate,
                 widened: crate::escalation::Widened::default(),
+                egress_notes: Arc::default(),
             }),
         }
     }
@@ -128,6 +130,11 @@ impl AppState {
     /// The Gate: policy, grants and approvals (see [`crate::gate`]).
     pub fn gate(&self) -> &Arc<cordon_approvals::Gate> {
         &self.inner.gate
+    }
+
+    /// What each sandbox's proxy refused lately (see [`crate::egress_notes`]).
+    pub fn egress_notes(&self) -> &Arc<crate::egress_notes::EgressNotes> {
+        &self.inner.egress_notes
     }
 
     /// The widenings made under approval grants (see [`crate::escalation`]).

@@ -205,6 +205,8 @@ pub struct Process {
     state: Mutex<ProcState>,
     /// The last event's seq: waiters wake when it changes.
     changed: watch::Sender<u64>,
+    /// When the order to start it was given.
+    started_at: Instant,
     stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
     memory_by_rlimit: bool,
 }
@@ -221,6 +223,8 @@ struct ProcState {
     /// Why it was killed, if it was (timeout or request).
     killed: Option<ExitReason>,
     pid: Option<u64>,
+    /// When its end was recorded.
+    ended_at: Option<Instant>,
 }
 
 /// What the pump collected from the report pipe.
@@ -276,6 +280,7 @@ impl Process {
                 );
             }
         }
+        let started_at = Instant::now();
         let order = InitOrder::Exec {
             id,
             argv: req.argv.clone(),
@@ -316,6 +321,7 @@ impl Process {
                 ..ProcState::default()
             }),
             changed,
+            started_at,
             stdin: tokio::sync::Mutex::new(Some(stdin)),
             memory_by_rlimit,
         });
@@ -356,6 +362,14 @@ impl Process {
         &self.argv
     }
 
+    /// When it was started, and when its end was recorded (None while it
+    /// runs): the span in which what happened in the sandbox (a refused
+    /// connection) may have been its doing.
+    pub fn span(&self) -> (Instant, Option<Instant>) {
+        let ended = self.state.lock().ok().and_then(|s| s.ended_at);
+        (self.started_at, ended)
+    }
+
     fn push(&self, kind: EventKind, cap: usize) {
         let Ok(mut s) = self.state.lock() else {
             return;
@@ -364,7 +378,10 @@ impl Process {
         s.next_seq += 1;
         match &kind {
             EventKind::Output { data, .. } => s.held += data.len(),
-            EventKind::Exited(info) => s.exit = Some(info.clone()),
+            EventKind::Exited(info) => {
+                s.exit = Some(info.clone());
+                s.ended_at = Some(Instant::now());
+            }
             _ => {}
         }
         s.events.push_back(Event { seq, kind });

@@ -203,6 +203,38 @@ def test_a_read_only_write_and_a_failed_lookup_come_with_a_note(connect: Callabl
     anyio.run(main)
 
 
+@pytest.fixture(params=["stdio", "http", "stdio-server"])
+def connect_with_pypi(request: pytest.FixtureRequest, binary: Path, state: Path) -> Callable[[], Any]:
+    """As ``connect``, where sandbox_create may allow pypi.org."""
+    if request.param == "stdio":
+        return lambda: over_stdio(binary, state, "--allow-net", "pypi.org")
+    if request.param == "stdio-server":
+        serve: ServeServer = request.getfixturevalue("serve_server")
+        return lambda: over_stdio(binary, state, "--server", serve.socket, "--allow-net", "pypi.org")
+    server: HttpServer = request.getfixturevalue("http_server")
+    return lambda: over_http(server.url, server.tokens["alice"])
+
+
+def test_a_refused_connection_is_said_again_in_the_note(connect_with_pypi: Callable[[], Any]) -> None:
+    """curl shows only "response 403"; the note says what the proxy
+    answered (the host is not in the allowlist) and the argument that
+    allows one."""
+
+    async def main() -> None:
+        async with connect_with_pypi() as t:
+            sb = (await t.ok("sandbox_create", allow_net=["pypi.org"]))["sandbox_id"]
+            curl = ["curl", "-sS", "--max-time", "20", "https://denied.example/"]
+            r = await t.ok("sandbox_exec", sandbox_id=sb, argv=curl)
+            assert r["exit_code"] != 0 and "403" in r["stderr"], r
+            assert "egress to denied.example:443 denied (not in the allowlist)" in r["note"], r
+            assert '"allow_net"' in r["note"], r
+            r = await t.ok("sandbox_exec", sandbox_id=sb, argv=["true"])
+            assert "note" not in r, r
+            await t.ok("sandbox_destroy", sandbox_id=sb)
+
+    anyio.run(main)
+
+
 def test_errors_are_tool_errors_and_the_server_stays_up(connect: Callable[[], Any]) -> None:
     async def main() -> None:
         async with connect() as t:

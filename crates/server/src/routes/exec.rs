@@ -149,15 +149,18 @@ pub async fn exec(
         return Ok((StatusCode::ACCEPTED, Json(Started { pid, limits })).into_response());
     }
     let guard = KillOnDrop(Some(process.clone()));
+    let told = EgressTold::of(&state, &id);
     if wants_ndjson(&headers) {
         return Ok(ndjson(event_stream(
             process,
             0,
             state.limits().keepalive,
             Some(guard),
+            told,
         )));
     }
-    let mut reply = collect(process, guard).await;
+    let mut reply = collect(process.clone(), guard).await;
+    reply.exit.hints.extend(told.hints(&process));
     reply.limits = limits;
     Ok(Json(reply).into_response())
 }
@@ -178,6 +181,40 @@ pub fn limit_exec(req: &mut ExecRequest, l: &ExecLimitsView) -> ExecLimitsView {
             .timeout_ms
             .and(req.timeout)
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+    }
+}
+
+/// The proxy's answers while an exec ran, as hints of its end (see
+/// [`crate::egress_notes`]).
+#[derive(Clone)]
+struct EgressTold {
+    notes: Arc<crate::egress_notes::EgressNotes>,
+    sandbox: String,
+}
+
+impl EgressTold {
+    fn of(state: &AppState, sandbox: &str) -> EgressTold {
+        EgressTold {
+            notes: state.egress_notes().clone(),
+            sandbox: sandbox.to_owned(),
+        }
+    }
+
+    fn hints(&self, process: &Process) -> Vec<crate::hints::HintView> {
+        let (from, to) = process.span();
+        crate::hints::egress(self.notes.between(&self.sandbox, from, to))
+    }
+
+    /// An event as the API shows it, the `exited` one with these hints.
+    fn event_json(&self, process: &Process, e: &cordon_session::Event) -> serde_json::Value {
+        let mut v = event_json(e);
+        if matches!(e.kind, EventKind::Exited(_)) {
+            let more = self.hints(process);
+            if let (false, Some(hints)) = (more.is_empty(), v["hints"].as_array_mut()) {
+                hints.extend(more.iter().filter_map(|h| serde_json::to_value(h).ok()));
+            }
+        }
+        v
     }
 }
 
@@ -250,6 +287,7 @@ struct StreamState {
     done: bool,
     keepalive: Duration,
     guard: Option<KillOnDrop>,
+    told: EgressTold,
 }
 
 /// The events of a process after `after_seq` as NDJSON lines, with a
@@ -260,6 +298,7 @@ fn event_stream(
     after_seq: u64,
     keepalive: Duration,
     guard: Option<KillOnDrop>,
+    told: EgressTold,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
     let st = StreamState {
         process,
@@ -267,6 +306,7 @@ fn event_stream(
         done: false,
         keepalive,
         guard,
+        told,
     };
     stream::unfold(st, |mut st| async move {
         if st.done {
@@ -285,7 +325,10 @@ fn event_stream(
                 if let Some(last) = events.last() {
                     st.seq = st.seq.max(last.seq);
                 }
-                events.iter().map(event_json).collect()
+                events
+                    .iter()
+                    .map(|e| st.told.event_json(&st.process, e))
+                    .collect()
             }
         };
         let mut buf = Vec::new();
@@ -365,17 +408,22 @@ pub async fn output(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let process = process_of(&state, &caller, &id, pid)?;
+    let told = EgressTold::of(&state, &id);
     if wants_ndjson(&headers) {
         return Ok(ndjson(event_stream(
             process,
             q.after_seq,
             state.limits().keepalive,
             None,
+            told,
         )));
     }
     let (events, done) = process.events_now(q.after_seq);
     Ok(Json(OutputReply {
-        events: events.iter().map(event_json).collect::<Vec<_>>(),
+        events: events
+            .iter()
+            .map(|e| told.event_json(&process, e))
+            .collect::<Vec<_>>(),
         done,
     })
     .into_response())

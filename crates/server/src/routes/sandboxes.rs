@@ -120,7 +120,10 @@ pub async fn create(
                 &plan.profile,
                 &id,
                 listener,
-                state.audit().clone(),
+                crate::egress::Recorders {
+                    audit: state.audit().clone(),
+                    notes: state.egress_notes().clone(),
+                },
                 plan.identity.clone(),
                 session.live_grants(),
                 Some(crate::egress::GateApprover {
@@ -239,6 +242,7 @@ pub fn forget(state: &AppState, id: &str) {
     }
     state.files().forget(id);
     state.contexts().forget(id);
+    state.egress_notes().forget(id);
     if let Some(meta) = state.remove_meta(id) {
         if let Some(stop) = meta.proxy_stop {
             let _ = stop.send(());
