@@ -77,10 +77,12 @@ class SandboxInfo:
 
 @dataclass(frozen=True)
 class Hint:
-    """What a command's output said that the sandbox explains: ``kind`` is
-    ``read_only``, ``no_network``, ``no_process`` or ``no_memory`` (a kind
-    added later arrives as it is); ``message`` says what the sandbox
-    allows and which setting of :meth:`Sandbox.create` changes it."""
+    """What the sandbox explains about a command's end: ``kind`` is
+    ``read_only``, ``no_network``, ``no_process`` or ``no_memory`` (its
+    output said so), or ``egress_refused`` (the sandbox's proxy refused a
+    connection while it ran); a kind added later arrives as it is.
+    ``message`` says what the sandbox allows and which setting of
+    :meth:`Sandbox.create` changes it."""
 
     kind: str
     message: str
