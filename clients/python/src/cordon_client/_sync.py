@@ -28,7 +28,8 @@ class Client:
         timeout: seconds (or an ``httpx.Timeout``) for a request; calls that
             wait for a command add the command's own timeout.
         on_approval: called with each pending approval (the API's JSON) a
-            call of this client waits on, once it has waited a moment; by
+            call of this client waits on, once it has waited a moment, from
+            a thread of the client's own (the call itself still waits); by
             default each is a warning of the ``cordon_client`` logger
             naming the approval, its rule and the command that answers it.
     """
