@@ -123,6 +123,11 @@ pub fn sandbox_hint(kind: &str, message: &str) -> String {
             "an allocation was refused: the sandbox's memory limit may be too small for this \
              command; create the sandbox with a larger --memory"
         }
+        // The proxy's own words name the flag (`cordon sandbox create
+        // --allow-net` too); the API's field is not for this client.
+        "egress_refused" => message
+            .strip_suffix(cordon_server::hints::OVER_THE_API)
+            .unwrap_or(message),
         _ => message,
     };
     format!("cordon: hint: {text}")
@@ -146,6 +151,14 @@ mod tests {
         assert_eq!(
             sandbox_hint("new_kind", "server words"),
             "cordon: hint: server words"
+        );
+        let refused = format!(
+            "the proxy said: use --allow-net x.{}",
+            cordon_server::hints::OVER_THE_API
+        );
+        assert_eq!(
+            sandbox_hint("egress_refused", &refused),
+            "cordon: hint: the proxy said: use --allow-net x."
         );
     }
 

@@ -1189,4 +1189,5 @@ fn a_refused_connection_is_said_again_in_the_execs_reply() {
         err.contains("cordon: hint: the sandbox's egress proxy answered a connection while the command ran: egress to denied.example:443 denied"),
         "{err}"
     );
+    assert!(!err.contains("Over the API"), "the CLI's words: {err}");
 }

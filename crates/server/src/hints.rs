@@ -56,6 +56,10 @@ pub fn of(said: &[Said]) -> Vec<HintView> {
     said.iter().copied().map(HintView::from).collect()
 }
 
+/// Added to the proxy's answer for a host in no rule: its words name
+/// `cordon run`'s flag.
+pub const OVER_THE_API: &str = " (Over the API: \"allow_net\" when the sandbox is created.)";
+
 /// The hints for the proxy's answers while an exec ran
 /// ([`crate::egress_notes`]), kind `egress_refused`: what the proxy said
 /// (why, and how to allow the host) and, for a host in no rule, the
@@ -66,7 +70,7 @@ pub fn egress(answers: Vec<crate::egress_notes::Answer>) -> Vec<HintView> {
         .map(|a| {
             let said = a.message.strip_prefix("cordon: ").unwrap_or(&a.message);
             let api = if a.rule == "unlisted" {
-                " (Over the API: \"allow_net\" when the sandbox is created.)"
+                OVER_THE_API
             } else {
                 ""
             };
