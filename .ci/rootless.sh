@@ -97,6 +97,12 @@ runuser -u "$user" -- test -r "$repo/examples/policy/agents.cedar" || chmod -R o
 passed=0 failed=0 ignored=0 broken=0
 logdir=$(mktemp -d /tmp/cordon-rootless-logs.XXXXXX)
 chmod 755 "$logdir"
+# The user's default state directory (audit store, staged runs) for this
+# run only, not the one in its home.
+user_state=$(mktemp -d /tmp/cordon-rootless-state.XXXXXX)
+chown "$user:" "$user_state"
+chmod 700 "$user_state"
+trap 'rm -rf "$user_state"' EXIT
 for entry in "${bins[@]}"; do
     name=${entry%% *}
     exe=${entry#* }
@@ -119,6 +125,7 @@ for entry in "${bins[@]}"; do
     set +e
     (cd "$repo/crates/cli" && runuser -u "$user" -- env -i \
         HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/local/bin:/usr/bin:/bin \
+        XDG_STATE_HOME="$user_state" CORDON_STATE_DIR="$user_state/cordon" \
         TMPDIR=/tmp CORDON_TESTS_REQUIRE_ALL=1 CARGO_BIN_EXE_cordon="$cordon_bin" "${static_env[@]}" \
         CORDON_TEST_GROUP_FILE="$group_dir/secret" \
         RUST_BACKTRACE=1 "$exe" --test-threads=2 --skip root_only_) >"$log" 2>&1

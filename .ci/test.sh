@@ -11,6 +11,15 @@ if [ "${CI:-}" = "true" ]; then
     export CORDON_TESTS_REQUIRE_ALL=1
 fi
 
+# A test's cordon that names no store or state directory of its own uses
+# the defaults: they point into a directory made for this run, never the
+# caller's own audit store, tokens or staged runs (~/.local/state/cordon).
+own_state="${XDG_STATE_HOME:-$HOME/.local/state}/cordon"
+[ -e "$own_state" ] && own_state_before=yes || own_state_before=no
+test_state=$(mktemp -d "${TMPDIR:-/tmp}/cordon-test-state.XXXXXX")
+trap 'rm -rf "$test_state"' EXIT
+export XDG_STATE_HOME="$test_state" CORDON_STATE_DIR="$test_state/cordon"
+
 # The static binary (musl; needs the rustup target and musl-gcc from
 # musl-tools for the bundled SQLite and ring): built here, run by
 # crates/cli/tests/static_binary.rs, which fails in CI when it is missing.
@@ -56,4 +65,11 @@ if [ "$(id -u)" = "0" ] && [ -f .ci/rootless.sh ]; then
     bash .ci/rootless.sh
 else
     echo "SKIPPED: rootless run (needs root to create the unprivileged test user)"
+fi
+
+# Nothing of the tests is left in the caller's own state directory.
+if [ "$own_state_before" = no ] && [ -e "$own_state" ]; then
+    echo "FAILED: the tests wrote to $own_state (the caller's own state directory):" >&2
+    ls -la "$own_state" >&2
+    exit 1
 fi
