@@ -599,8 +599,8 @@ impl Groups {
         let group = match Cgroup::create(&support, &name, spec.limits.memory, spec.limits.pids) {
             Ok(g) => {
                 enforcement.record(Layer::Cgroup, support.complete(), cgroup_detail(&support));
-                if !support.complete() {
-                    enforcement.brief_for_last(cgroup_brief(&support));
+                if let Some(brief) = cgroup_brief(&support) {
+                    enforcement.brief_for_last(brief);
                 }
                 Some(g)
             }
@@ -680,7 +680,8 @@ fn cgroup_detail(support: &cgroup::Support) -> String {
 /// which limits rlimits hold instead and where to read why (the
 /// detail's list of every hierarchy tried is long, and a rootless user
 /// on a host without delegation would read it on every run).
-fn cgroup_brief(support: &cgroup::Support) -> String {
+/// None when the layer is complete.
+fn cgroup_brief(support: &cgroup::Support) -> Option<String> {
     let instead = match (support.memory.is_some(), support.pids.is_some()) {
         (false, false) => {
             "no cgroup controller is usable by this user, so rlimits hold memory (per \
@@ -691,9 +692,11 @@ fn cgroup_brief(support: &cgroup::Support) -> String {
             "no memory controller is usable, so RLIMIT_AS holds memory (per process, not for \
              the whole sandbox)"
         }
-        (true, true) => "every controller is usable",
+        (true, true) => return None,
     };
-    format!("{instead}; `cordon doctor` says why and how to delegate one")
+    Some(format!(
+        "{instead}; `cordon doctor` says why and how to delegate one"
+    ))
 }
 
 /// One side's ends of the channels between the supervisor and the
@@ -1099,16 +1102,18 @@ mod tests {
         both.pids = both.memory.clone();
         both.problems.clear();
         assert_eq!(cgroup_detail(&both), "memory:v2 pids:v2");
+        assert_eq!(cgroup_brief(&both), None);
         assert_eq!(
-            cgroup_brief(&none),
+            cgroup_brief(&none).as_deref().unwrap_or_default(),
             "no cgroup controller is usable by this user, so rlimits hold memory (per process, \
              not for the whole sandbox) and processes; `cordon doctor` says why and how to \
              delegate one"
         );
         assert!(
             cgroup_brief(&memory_only)
-                .starts_with("no pids controller is usable, so RLIMIT_NPROC holds processes;"),
-            "{}",
+                .is_some_and(|b| b
+                    .starts_with("no pids controller is usable, so RLIMIT_NPROC holds processes;")),
+            "{:?}",
             cgroup_brief(&memory_only)
         );
     }
