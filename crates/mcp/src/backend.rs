@@ -44,6 +44,10 @@ pub struct ExecOutput {
     /// not completed) while it ran, worded as `cordon serve`'s
     /// `egress_refused` hints.
     pub egress: Vec<String>,
+    /// What its output said that calls for a hint: the session's watch
+    /// over every byte (or, with `--server`, the kinds of the server's
+    /// hints).
+    pub said: Vec<cordon_plan::said::Said>,
 }
 
 #[derive(Debug, Clone)]

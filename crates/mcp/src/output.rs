@@ -62,17 +62,17 @@ pub fn note(stream: &str, total: u64, dropped: u64, kept_at: Option<&str>) -> St
 
 /// What an exec's output calls for (`cordon_plan::said`): where a sandbox
 /// may write, and how a sandbox reaches a host, for the model to act on.
-pub fn hints(said: &cordon_plan::said::OutputWatch) -> Vec<String> {
+pub fn hints(said: &[cordon_plan::said::Said]) -> Vec<String> {
     use cordon_plan::said::Said;
     let mut out = Vec::new();
-    if said.said(Said::ReadOnly) {
+    if said.contains(&Said::ReadOnly) {
         out.push(
             "A write was refused as read-only: in a sandbox only /workspace (the default \
              working directory), /tmp and /dev/shm are writable."
                 .to_owned(),
         );
     }
-    if said.said(Said::NoNetwork) {
+    if said.contains(&Said::NoNetwork) {
         out.push(
             "A host name could not be resolved: sandboxes have no DNS and reach only the hosts \
              given to sandbox_create as allow_net, through cordon's egress proxy (HTTPS_PROXY \
@@ -80,7 +80,7 @@ pub fn hints(said: &cordon_plan::said::OutputWatch) -> Vec<String> {
                 .to_owned(),
         );
     }
-    if said.said(Said::NoMemory) {
+    if said.contains(&Said::NoMemory) {
         out.push(
             "An allocation was refused: the sandbox's memory limit may be too small for this \
              command; sandbox_create takes a larger memory (e.g. \"2GiB\", within what this \

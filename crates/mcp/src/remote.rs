@@ -245,6 +245,7 @@ impl Remote {
                 text.as_bytes().to_vec()
             }
         };
+        let hints = || reply["hints"].as_array().into_iter().flatten();
         Ok(ExecOutput {
             exit_code: reply["exit_code"].as_i64().unwrap_or(-1) as i32,
             timed_out: reply["timed_out"].as_bool().unwrap_or(false),
@@ -254,12 +255,13 @@ impl Remote {
             stderr_dropped: reply["usage"]["stderr_dropped"].as_u64().unwrap_or(0),
             message: reply["message"].as_str().map(str::to_owned),
             limits: reply.get("limits").filter(|l| l.is_object()).cloned(),
-            egress: reply["hints"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            egress: hints()
                 .filter(|h| h["kind"] == "egress_refused")
                 .filter_map(|h| h["message"].as_str().map(str::to_owned))
+                .collect(),
+            // A kind this build does not know is left out.
+            said: hints()
+                .filter_map(|h| serde_json::from_value(h["kind"].clone()).ok())
                 .collect(),
         })
     }

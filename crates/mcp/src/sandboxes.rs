@@ -405,6 +405,7 @@ impl Sandboxes {
             stderr_dropped: exit.usage.stderr_dropped,
             message: exit.message,
             limits: applied.and_then(|l| serde_json::to_value(l).ok()),
+            said: exit.said,
             ..ExecOutput::default()
         };
         let (from, to) = process.span();

@@ -499,9 +499,6 @@ impl CordonTools {
             result["limits"] = l.clone();
         }
         let mut notes = Vec::new();
-        let mut said = cordon_plan::said::OutputWatch::default();
-        said.look(cordon_jail::Stream::Stdout, &exit.stdout);
-        said.look(cordon_jail::Stream::Stderr, &exit.stderr);
         for (name, data, dropped) in [
             ("stdout", exit.stdout, exit.stdout_dropped),
             ("stderr", exit.stderr, exit.stderr_dropped),
@@ -521,7 +518,7 @@ impl CordonTools {
         if let Some(message) = exit.message {
             notes.push(message);
         }
-        notes.extend(output::hints(&said));
+        notes.extend(output::hints(&exit.said));
         // The proxy's answers while it ran: curl and pip show only "403".
         notes.extend(exit.egress.iter().map(|e| {
             let mut chars = e.chars();
