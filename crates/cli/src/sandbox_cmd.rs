@@ -41,7 +41,10 @@ enum SandboxCommand {
     List,
     /// Show one sandbox (state, limits, usage).
     #[command(after_help = "Examples:\n  cordon sandbox show $SB --json")]
-    Show { id: String },
+    Show {
+        /// The sandbox's id (`cordon sandbox list`).
+        id: String,
+    },
     /// Run a command in a sandbox; prints its output and exits with its code.
     #[command(
         after_help = "Examples:\n  cordon sandbox exec $SB -- pip install requests\n  cordon sandbox exec $SB --timeout 30s --cwd /tmp -- python3 -c 'print(6*7)'\n  echo hi | cordon sandbox exec $SB --stdin -- cat"
@@ -53,13 +56,19 @@ enum SandboxCommand {
     #[command(
         after_help = "Examples:\n  cordon sandbox cp ./data.csv $SB:/tmp/data.csv\n  cordon sandbox cp $SB:/tmp/out.json ./out.json\n  cordon sandbox cp $SB:/workspace/results ./results\n\nA directory into a sandbox, as a tar stream:\n  tar -C ./src -cf - . | cordon sandbox exec $SB --stdin -- tar -C /workspace -xf -"
     )]
-    Cp { from: String, to: String },
+    Cp {
+        /// What to copy: a local path, or SB:/path in a sandbox.
+        from: String,
+        /// Where to: SB:/path in a sandbox, or a local path.
+        to: String,
+    },
     /// Tear sandboxes down.
     #[command(
         visible_alias = "delete",
         after_help = "Examples:\n  cordon sandbox rm $SB"
     )]
     Rm {
+        /// The sandboxes' ids (repeat).
         #[arg(required = true)]
         ids: Vec<String>,
     },
@@ -101,12 +110,18 @@ struct CreateArgs {
 
 #[derive(Debug, Args)]
 struct ExecArgs {
+    /// The sandbox's id (`cordon sandbox list`).
     id: String,
+    /// The command's working directory inside the sandbox
+    /// [default: the sandbox's, /workspace].
     #[arg(long, value_name = "DIR")]
     cwd: Option<String>,
-    /// KEY=VALUE (repeat).
+    /// KEY=VALUE added to the command's environment (repeat).
     #[arg(long, value_name = "KEY=VALUE")]
     env: Vec<String>,
+    /// Kill the command and everything it started after this long
+    /// (30s, 10m; exit 124); the sandbox lives on [default: none; the
+    /// sandbox's CPU time and lifetime still bound it].
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
     /// Send this command's standard input to the command.

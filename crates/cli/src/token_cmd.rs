@@ -14,12 +14,16 @@ pub enum TokenCommand {
     /// List the tokens and their ceilings (never the secrets).
     #[command(after_help = "Examples:\n  cordon token list\n  cordon token list --json")]
     List {
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Revoke a token: requests with it fail from now on (also on a running server).
     #[command(after_help = "Examples:\n  cordon token revoke ci-agent")]
-    Revoke { name: String },
+    Revoke {
+        /// The token's name (`cordon token list`).
+        name: String,
+    },
 }
 
 #[derive(Debug, Args)]
