@@ -19,6 +19,7 @@ pub mod model;
 pub mod persist;
 pub mod store;
 pub mod subject;
+pub mod waiting;
 
 pub use gate::{Allowed, DecisionLog, DecisionRecord, Gate, Limits, Refusal, DEFAULT_TIMEOUT};
 pub use model::{Answer, Approval, ApprovalEvent, ApprovalState, Grant, GrantEnd, Scope};

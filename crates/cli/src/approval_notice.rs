@@ -8,18 +8,14 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::path::Path;
-use std::time::Duration;
+
+use cordon_approvals::waiting::{look_while, Look};
 
 use hyper::Method;
 use serde_json::Value;
 
 use crate::api_client::Client;
 use crate::approvals_cmd::subject_text;
-
-/// How long a call runs before its pending approvals are looked up, and
-/// how often after that.
-const FIRST_LOOK: Duration = Duration::from_millis(700);
-const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// Which approvals a call may be waiting on.
 pub struct Asked<'a> {
@@ -38,14 +34,24 @@ impl Asked<'_> {
 
 /// Run `call`; while it waits, name the approvals it may be waiting on.
 pub async fn while_waiting<T>(socket: &Path, asked: Asked<'_>, call: impl Future<Output = T>) -> T {
-    tokio::pin!(call);
-    let mut told = HashSet::new();
-    let mut looks = tokio::time::interval_at(tokio::time::Instant::now() + FIRST_LOOK, LOOK_EVERY);
-    loop {
-        tokio::select! {
-            out = &mut call => return out,
-            _ = looks.tick() => tell_pending(socket, &asked, &mut told).await,
-        }
+    let looker = Pending {
+        socket,
+        asked,
+        told: HashSet::new(),
+    };
+    look_while(call, looker).await
+}
+
+/// The pending approvals a call may wait on, each named once.
+struct Pending<'a> {
+    socket: &'a Path,
+    asked: Asked<'a>,
+    told: HashSet<String>,
+}
+
+impl Look for Pending<'_> {
+    async fn look(&mut self) {
+        tell_pending(self.socket, &self.asked, &mut self.told).await
     }
 }
 

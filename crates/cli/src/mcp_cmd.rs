@@ -40,7 +40,10 @@ pub struct ServeMcpArgs {
     /// bearer tokens of `cordon token`, loopback origins only).
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
-    /// Use the sandboxes of a running `cordon serve` at this unix socket instead of an engine of its own.
+    /// Use the sandboxes of a running `cordon serve` at this unix socket
+    /// instead of an engine of its own. A call the server's policy holds
+    /// for a person names the approval it waits on (a progress message of
+    /// the call, and stderr).
     #[arg(long, value_name = "SOCKET")]
     server: Option<PathBuf>,
     /// Let --http listen on an address other than loopback.

@@ -57,6 +57,14 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The server, when `cordon serve` is the engine (`--server`).
+    pub fn remote(&self) -> Option<&Remote> {
+        match self {
+            Backend::Local(_) => None,
+            Backend::Remote(r) => Some(r),
+        }
+    }
+
     pub async fn create(&self, caller: &Caller, req: CreateRequest) -> Result<Created, ToolError> {
         match self {
             Backend::Local(s) => s.create(caller, req).await,

@@ -18,6 +18,7 @@
 pub mod approval;
 pub mod backend;
 pub mod error;
+pub mod held;
 pub mod http;
 pub mod output;
 pub mod remote;

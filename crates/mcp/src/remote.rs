@@ -163,6 +163,22 @@ impl Remote {
             .map_err(|e| ToolError::new(format!("cordon serve's answer is not JSON: {e}")))
     }
 
+    /// The server's approvals that wait for a person's answer.
+    pub async fn pending_approvals(&self) -> Result<Vec<cordon_approvals::Approval>, ToolError> {
+        #[derive(serde::Deserialize)]
+        struct Pending {
+            approvals: Vec<cordon_approvals::Approval>,
+        }
+        let v = self
+            .json(Method::GET, "/v1/approvals?state=pending", None)
+            .await?;
+        serde_json::from_value::<Pending>(v)
+            .map(|p| p.approvals)
+            .map_err(|e| {
+                ToolError::new(format!("cordon serve's approvals are not as expected: {e}"))
+            })
+    }
+
     fn owned(&self, caller: &Caller, id: &str) -> Result<(), ToolError> {
         let owners =
             self.inner.owners.lock().map_err(|_| {

@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use crate::approval::Approvals;
 use crate::backend::{Backend, ExecSpec};
 use crate::error::ToolError;
+use crate::held::{while_held, Held, Listener};
 use crate::output::{self, SHOWN_BYTES};
 use crate::sandboxes::CreateRequest;
 
@@ -441,7 +442,17 @@ impl CordonTools {
             ttl: args.ttl.as_ref().map(DurationArg::to_json),
             memory: args.memory.as_ref().map(SizeArg::to_json),
         };
-        let created = self.backend.create(&caller, req).await?;
+        let held = Held {
+            session: None,
+            kinds: &["create", "secret"],
+        };
+        let created = while_held(
+            self.backend.remote(),
+            Listener::of(ctx),
+            held,
+            self.backend.create(&caller, req),
+        )
+        .await?;
         serde_json::to_value(created).map_err(|e| ToolError::new(e.to_string()))
     }
 
@@ -478,11 +489,21 @@ impl CordonTools {
             timeout: timeout_of(&args.timeout)?,
             limits: decided.as_ref().and_then(|d| d.limits),
         };
+        // The server's policy may hold the exec, or a connection of its
+        // command, for a person's answer.
+        let held = Held {
+            session: Some(&args.sandbox_id),
+            kinds: &["exec", "egress"],
+        };
         // A cancelled call kills the command's whole tree.
-        let exit = self
-            .backend
-            .exec(&caller, &args.sandbox_id, spec, ctx.ct.clone())
-            .await?;
+        let exit = while_held(
+            self.backend.remote(),
+            Listener::of(ctx),
+            held,
+            self.backend
+                .exec(&caller, &args.sandbox_id, spec, ctx.ct.clone()),
+        )
+        .await?;
         let applied = &exit.limits;
         self.backend.record(
             &caller,
@@ -583,10 +604,18 @@ impl CordonTools {
                     .with_fix("use utf8 or base64"))
             }
         };
-        let written = self
-            .backend
-            .write_file(&caller, &args.sandbox_id, &args.path, data)
-            .await;
+        let held = Held {
+            session: Some(&args.sandbox_id),
+            kinds: &["path"],
+        };
+        let written = while_held(
+            self.backend.remote(),
+            Listener::of(ctx),
+            held,
+            self.backend
+                .write_file(&caller, &args.sandbox_id, &args.path, data),
+        )
+        .await;
         self.record_file_op(
             &caller,
             "file_write",

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import anyio
 from mcp import types
 
-from mcpclient import MCP_MAJOR, REPO, over_stdio, text_of, wrapped
+from mcpclient import MCP_MAJOR, REPO, ServeServer, over_stdio, text_of, wrapped
 
 EXEC_POLICY = """
 @id("echo-asks")
@@ -240,3 +241,71 @@ def test_wrapped_ask_goes_to_the_client(binary: Path, state: Path) -> None:
             assert len(decline.asked) == 1
 
     anyio.run(main)
+
+
+def _pending_approval(binary: Path, socket: str) -> Dict[str, Any]:
+    """The first approval the server holds (waits up to 20 s)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            [str(binary), "approvals", "list", "--json", "--socket", socket],
+            capture_output=True, check=True, text=True,
+        )  # fmt: skip
+        pending = json.loads(out.stdout)["approvals"]
+        if pending:
+            return pending[0]
+        time.sleep(0.05)
+    raise AssertionError("no approval became pending on the server")
+
+
+def test_a_call_the_servers_policy_holds_names_the_approval_it_waits_on(
+    binary: Path, state: Path
+) -> None:
+    """`cordon mcp --server`: the server's policy puts `echo` to a person,
+    and the call waits at the server's API. While it waits, the call's
+    progress messages name the pending approval (once) and the command that
+    answers it; approved, the call returns the command's output."""
+    policy = policy_file(state, EXEC_POLICY)
+    serve = ServeServer(binary, state, "--policy", policy, "--approval-timeout", "60s")
+
+    async def main() -> None:
+        async with over_stdio(binary, state, "--server", serve.socket) as t:
+            sid = (await t.ok("sandbox_create"))["sandbox_id"]
+            said: List[str] = []
+
+            async def progress(_progress: float, _total: Any, message: Any) -> None:
+                said.append(str(message))
+
+            result: Dict[str, Any] = {}
+
+            async def call() -> None:
+                args = {"sandbox_id": sid, "argv": ["echo", "held"]}
+                r = await t.session.call_tool("sandbox_exec", args, progress_callback=progress)
+                result["r"] = r.model_dump(by_alias=True, exclude_none=True)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                a = await anyio.to_thread.run_sync(_pending_approval, binary, serve.socket)
+                with anyio.fail_after(20):
+                    while not any(a["id"] in m for m in said):
+                        await anyio.sleep(0.05)
+                await anyio.sleep(1.5)  # past another look: still told once
+                subprocess.run(
+                    [str(binary), "approvals", "approve", a["id"], "--socket", serve.socket],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+            r = result["r"]
+            assert not r.get("isError"), text_of(r)
+            assert r["structuredContent"]["stdout"] == "held\n"
+            rule = a["rule"]
+            assert [m for m in said if a["id"] in m] == [
+                f"waiting for approval {a['id']}: exec of `echo held` (rule {rule['id']}, "
+                f"{rule['file']}:{rule['line']}); a person answers with `cordon approvals approve "
+                f"{a['id']}` or `cordon approvals deny {a['id']}`, or in the web console"
+            ]
+            assert rule["id"] == "echo-asks"
+
+    try:
+        anyio.run(main)
+    finally:
+        serve.stop()
