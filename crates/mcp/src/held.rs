@@ -24,15 +24,15 @@ use crate::remote::Remote;
 /// Which approvals a call may be waiting on.
 #[derive(Debug)]
 pub struct Held<'a> {
-    /// The sandbox the call acts in (None for a create).
-    pub session: Option<&'a str>,
+    /// The sandbox the call acts in.
+    pub session: &'a str,
     /// The approval kinds the call may raise (`exec`, `egress`, `path`, ...).
     pub kinds: &'a [&'a str],
 }
 
 impl Held<'_> {
     fn covers(&self, a: &Approval) -> bool {
-        self.kinds.contains(&a.kind.as_str()) && a.session.as_deref() == self.session
+        self.kinds.contains(&a.kind.as_str()) && a.session.as_deref() == Some(self.session)
     }
 }
 
@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn only_the_calls_own_kinds_and_sandbox_are_named() {
         let exec = Held {
-            session: Some("sb-1"),
+            session: "sb-1",
             kinds: &["exec", "egress"],
         };
         assert!(exec.covers(&approval("exec", Some("sb-1"))));
@@ -154,12 +154,8 @@ mod tests {
         assert!(!exec.covers(&approval("exec", Some("sb-2"))));
         assert!(!exec.covers(&approval("exec", None)));
         assert!(!exec.covers(&approval("path", Some("sb-1"))));
-        let create = Held {
-            session: None,
-            kinds: &["create", "secret"],
-        };
-        assert!(create.covers(&approval("create", None)));
-        assert!(!create.covers(&approval("create", Some("sb-1"))));
+        // A create (no sandbox yet) is never a call's own.
+        assert!(!exec.covers(&approval("create", None)));
     }
 
     #[test]

@@ -442,17 +442,10 @@ impl CordonTools {
             ttl: args.ttl.as_ref().map(DurationArg::to_json),
             memory: args.memory.as_ref().map(SizeArg::to_json),
         };
-        let held = Held {
-            session: None,
-            kinds: &["create", "secret"],
-        };
-        let created = while_held(
-            self.backend.remote(),
-            Listener::of(ctx),
-            held,
-            self.backend.create(&caller, req),
-        )
-        .await?;
+        // Not looked up while it waits: the server's pending creates are
+        // every client's (all of them its owner through `--server`), and
+        // one may name another tenant's secret or profile.
+        let created = self.backend.create(&caller, req).await?;
         serde_json::to_value(created).map_err(|e| ToolError::new(e.to_string()))
     }
 
@@ -492,7 +485,7 @@ impl CordonTools {
         // The server's policy may hold the exec, or a connection of its
         // command, for a person's answer.
         let held = Held {
-            session: Some(&args.sandbox_id),
+            session: &args.sandbox_id,
             kinds: &["exec", "egress"],
         };
         // A cancelled call kills the command's whole tree.
@@ -605,7 +598,7 @@ impl CordonTools {
             }
         };
         let held = Held {
-            session: Some(&args.sandbox_id),
+            session: &args.sandbox_id,
             kinds: &["path"],
         };
         let written = while_held(
