@@ -309,3 +309,57 @@ def test_a_call_the_servers_policy_holds_names_the_approval_it_waits_on(
         anyio.run(main)
     finally:
         serve.stop()
+
+
+CREATE_POLICY = """
+@id("low-asks")
+@ask
+permit(principal, action == Action::"create_sandbox", resource == Profile::"low");
+"""
+
+
+def test_a_held_create_is_not_named_since_the_servers_pending_creates_are_everyones(
+    binary: Path, state: Path
+) -> None:
+    """Boundary: one MCP tenant must not learn of another's pending
+    approvals. Through `--server` every request reaches the server as its
+    owner, so its pending creates are every client's (and may name a
+    secret or a profile): a held `sandbox_create` waits without being told
+    of any of them, and still runs once approved."""
+    policy = policy_file(state, CREATE_POLICY)
+    serve = ServeServer(binary, state, "--policy", policy, "--approval-timeout", "60s")
+
+    async def main() -> None:
+        async with over_stdio(binary, state, "--server", serve.socket) as t:
+            said: List[str] = []
+
+            async def progress(_progress: float, _total: Any, message: Any) -> None:
+                said.append(str(message))
+
+            result: Dict[str, Any] = {}
+
+            async def call() -> None:
+                r = await t.session.call_tool(
+                    "sandbox_create", {"preset": "low"}, progress_callback=progress
+                )
+                result["r"] = r.model_dump(by_alias=True, exclude_none=True)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                a = await anyio.to_thread.run_sync(_pending_approval, binary, serve.socket)
+                assert a["kind"] == "create", a
+                await anyio.sleep(2.5)  # past the first two looks of a held call
+                assert said == []
+                subprocess.run(
+                    [str(binary), "approvals", "approve", a["id"], "--socket", serve.socket],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+            r = result["r"]
+            assert not r.get("isError"), text_of(r)
+            assert r["structuredContent"]["sandbox_id"]
+            assert said == []
+
+    try:
+        anyio.run(main)
+    finally:
+        serve.stop()
