@@ -111,7 +111,15 @@ fn ser_ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 /// Receives every event. Called synchronously from the proxy's tasks: keep it
 /// quick (push to a channel, append to a buffered file).
 pub trait EventSink: Send + Sync {
+    /// The attempt is over; this is its whole event.
     fn record(&self, event: EgressEvent);
+
+    /// The sandbox is about to be told of a refusal (`event.refusal` is
+    /// set): called before the answer is written, so a sink that says the
+    /// refusal again elsewhere (an exec's reply) has it before the client
+    /// inside can have read it and ended. The attempt's whole event still
+    /// comes to [`EventSink::record`] when it is over.
+    fn refusing(&self, _event: &EgressEvent) {}
 }
 
 impl<F: Fn(EgressEvent) + Send + Sync> EventSink for F {

@@ -582,6 +582,16 @@ impl Attempt {
         self.ev.rule = format!("{} ({})", self.ev.rule, r.rule);
         self.ev.status = Some(r.status);
         self.ev.refusal = Some(r.message.clone());
+        self.shared.sink.refusing(&self.ev);
+    }
+
+    /// The attempt is refused: `r`'s rule and status, and its message is
+    /// what the sandbox is told next.
+    fn refused(&mut self, r: &Refusal) {
+        self.deny(r.rule.clone());
+        self.ev.status = Some(r.status);
+        self.ev.refusal = Some(r.message.clone());
+        self.shared.sink.refusing(&self.ev);
     }
 
     fn up(&self, n: usize) {
@@ -957,9 +967,7 @@ async fn answer(
 }
 
 async fn refuse_http(client: &mut TcpStream, att: &mut Attempt, r: Refusal) {
-    att.deny(r.rule);
-    att.ev.status = Some(r.status);
-    att.ev.refusal = Some(r.message.clone());
+    att.refused(&r);
     let n = answer(client, r.status, &r.message, r.retry_after).await;
     att.down(n);
 }
@@ -1875,12 +1883,11 @@ async fn socks5(shared: Arc<Shared>, mut client: BufStream) {
         Err(r) => {
             if r.is_failure() {
                 att.failed(&r);
-                // SOCKS has no status of its own.
-                att.ev.status = None;
             } else {
-                att.deny(r.rule);
-                att.ev.refusal = Some(r.message);
+                att.refused(&r);
             }
+            // SOCKS has no status of its own.
+            att.ev.status = None;
             let _ = socks_reply(&mut client.s, r.socks_reply).await;
             let _ = client.s.shutdown().await;
             return;

@@ -1119,6 +1119,84 @@ fn refusal_is_readable_while_the_client_still_sends() {
     assert_eq!(ev[0].rule, "unlisted");
 }
 
+/// Keeps what the proxy says it is about to refuse, as the server's
+/// egress notes do.
+#[derive(Default)]
+struct Refusals(std::sync::Mutex<Vec<(String, String)>>);
+
+impl cordon_egress::EventSink for Refusals {
+    fn record(&self, _event: EgressEvent) {}
+
+    fn refusing(&self, e: &EgressEvent) {
+        let message = e.refusal.clone().unwrap_or_default();
+        self.0.lock().unwrap().push((e.rule.clone(), message));
+    }
+}
+
+/// A client ends the moment it has read the proxy's answer (curl's
+/// "CONNECT tunnel failed, response 403"), and the exec it ran in returns;
+/// the reply may say the refusal again only if the sink heard of it
+/// before the answer was written. Each way of being refused or failing,
+/// for each protocol, is heard of by the time the client has the answer,
+/// while the client's connection is still open (so the attempt is not
+/// over and its event not yet recorded).
+#[test]
+fn every_refusal_is_told_to_the_sink_before_the_client_has_the_answer() {
+    let http = HttpServer::start();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut cfg = base(&http);
+    cfg.allow.extend(rules(&["down.test"]));
+    cfg.resolve_overrides.extend(overrides(&[
+        ("down.test:80", closed),
+        ("down.test:443", closed),
+    ]));
+    cfg.https_only = false;
+    let refusals = Arc::new(Refusals::default());
+    let sink = refusals.clone();
+    let p = Proxy::start_with(cfg, move |e| e.with_sink(sink));
+    let heard = |what: &str, rule: &str, says: &str| {
+        let all = refusals.0.lock().unwrap();
+        assert!(
+            all.iter()
+                .any(|(r, m)| r.starts_with(rule) && m.contains(says)),
+            "{what}: the refusal was not heard of before the answer: {all:?}"
+        );
+    };
+    let ask = |request: &str| {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let (status, _, _) = read_response(&mut s);
+        (status, s)
+    };
+    let (status, _open) = ask("GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n");
+    assert_eq!(status, 403);
+    heard("plain HTTP, denied", "unlisted", "not in the allowlist");
+    let (status, _open) = ask("CONNECT evil.test:443 HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 403);
+    heard("CONNECT, denied", "unlisted", "evil.test:443");
+    let (status, _open) = ask("GET http://down.test/ HTTP/1.1\r\nHost: down.test\r\n\r\n");
+    assert_eq!(status, 502);
+    heard("plain HTTP, failed", "allow:down.test", "could not connect");
+    let (status, _open) = ask("CONNECT down.test:443 HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 502);
+    heard("CONNECT, failed", "allow:down.test", "down.test:443");
+    let (reply, _open) = socks5(p.addr, 1, &socks_domain("evil.test", 8443));
+    assert_eq!(reply[1], 2);
+    heard("SOCKS5, denied", "unlisted", "evil.test:8443");
+    let (reply, _open) = socks5(p.addr, 1, &socks_domain("down.test", 443));
+    assert_eq!(reply[1], 5);
+    assert_eq!(
+        refusals.0.lock().unwrap().len(),
+        6,
+        "SOCKS5, failed: {:?}",
+        refusals.0.lock().unwrap()
+    );
+}
+
 #[test]
 fn unreachable_upstream_gives_502_and_socks_refused() {
     // A port with nothing listening on it (bound, then closed).

@@ -25,10 +25,16 @@ struct AuditSink {
 }
 
 impl EventSink for AuditSink {
-    fn record(&self, e: EgressEvent) {
+    /// Noted before the sandbox is told, so the reply of the exec whose
+    /// client it was (which may end the moment it reads the answer) says
+    /// it again.
+    fn refusing(&self, e: &EgressEvent) {
         if let Some(message) = &e.refusal {
             self.notes.note(&self.sandbox, &e.rule, message);
         }
+    }
+
+    fn record(&self, e: EgressEvent) {
         self.audit.egress(
             &self.sandbox,
             cordon_audit::Egress {
