@@ -332,21 +332,7 @@ fn root_only_init_is_out_of_reach_by_non_dumpability_and_landlock_each_alone() {
     let caps_kept = "identity,nosuid,no-new-privs,cap-drop";
     for (alone, off) in [("non-dumpable", "landlock"), ("landlock", "dumpable")] {
         let o = w.run_without(&format!("{caps_kept},{off}"), &[], &[prog]);
-        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-        assert_ne!(
-            cap_prm(&o),
-            0,
-            "the probe must hold capabilities: {}",
-            o.stdout
-        );
-        for label in INIT_PATHS {
-            assert_eq!(
-                attempt_result(&o, label),
-                "EACCES",
-                "{alone} alone, {label}: {}",
-                o.stdout
-            );
-        }
+        assert_a_capable_probe_found_the_init_out_of_reach(&o, &format!("{alone} alone"));
     }
     let o = w.run_without(&format!("{caps_kept},landlock,dumpable"), &[], &[prog]);
     for label in ["mem", "environ", "exe-link"] {
@@ -354,6 +340,73 @@ fn root_only_init_is_out_of_reach_by_non_dumpability_and_landlock_each_alone() {
             attempt_result(&o, label),
             "ALLOWED",
             "control: with both off, {label}: {}",
+            o.stdout
+        );
+    }
+}
+
+/// `INIT_PROBE` ran, holding capabilities, and every way to the init was
+/// refused.
+fn assert_a_capable_probe_found_the_init_out_of_reach(o: &Outcome, what: &str) {
+    assert_eq!(o.code, 0, "{what}: {}{}", o.stdout, o.stderr);
+    assert_ne!(
+        cap_prm(o),
+        0,
+        "{what}: the probe must hold capabilities: {}",
+        o.stdout
+    );
+    for label in INIT_PATHS {
+        assert_eq!(
+            attempt_result(o, label),
+            "EACCES",
+            "{what}, {label}: {}",
+            o.stdout
+        );
+    }
+}
+
+/// Layer: the non-dumpable init, in learn mode. A learned workload makes
+/// its own memory dumpable before its exec (the supervisor reads the
+/// observed calls' paths from it). Dumpability is a flag of the memory,
+/// not of the process: a workload that shared the init's memory until its
+/// exec (as other workloads do, to spare the exec the teardown of a
+/// copy) would leave the init dumpable for the command to read. The
+/// probe holds every capability (as in the root-only test above) and
+/// Landlock is off, so only the init's own non-dumpability stands; the
+/// control turns it off. Root only, like the tests above.
+#[test]
+fn root_only_a_learned_workload_leaves_the_init_non_dumpable() {
+    if ready() {
+        return;
+    }
+    let w = Workdir::new();
+    let prog = w.compile_c("init_probe", INIT_PROBE);
+    give_file_capabilities(&prog, true);
+    let learn = |layers: &str| -> Outcome {
+        let out = std::process::Command::new(cordon_bin())
+            .current_dir(w.path())
+            .env(DISABLE_LAYERS, layers)
+            .args(["learn", "-o", "learned.toml", "--"])
+            .arg(&prog)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run cordon learn");
+        Outcome {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            report: serde_json::Value::Null,
+            supervisor_pid: 0,
+        }
+    };
+    let caps_kept = "identity,nosuid,no-new-privs,cap-drop,landlock";
+    assert_a_capable_probe_found_the_init_out_of_reach(&learn(caps_kept), "learn mode");
+    let o = learn(&format!("{caps_kept},dumpable"));
+    for label in ["mem", "environ", "exe-link"] {
+        assert_eq!(
+            attempt_result(&o, label),
+            "ALLOWED",
+            "control: with the init dumpable, {label}: {}",
             o.stdout
         );
     }

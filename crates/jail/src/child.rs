@@ -223,7 +223,7 @@ fn hand_over_proxy_listener(ctx: &ChildContext<'_>) {
     }
 }
 
-/// Fork the workload with the forwarded signals and SIGCHLD blocked (they
+/// Start the workload with the forwarded signals and SIGCHLD blocked (they
 /// are read with `sigwaitinfo`); then give up the report pipe and the
 /// control socket, which only the workload keeps.
 fn start_workload(ctx: &ChildContext<'_>) -> (libc::pid_t, libc::sigset_t) {
@@ -239,9 +239,8 @@ fn start_workload(ctx: &ChildContext<'_>) -> (libc::pid_t, libc::sigset_t) {
             None,
         ),
     };
-    let workload = match sys::fork() {
-        Ok(Some(pid)) => pid,
-        Ok(None) => workload_main(ctx),
+    let workload = match start_workload_process(ctx.spec, || workload_main(ctx)) {
+        Ok(pid) => pid,
         Err(e) => fail(
             rfd,
             Layer::PidNamespace,
@@ -260,6 +259,30 @@ fn start_workload(ctx: &ChildContext<'_>) -> (libc::pid_t, libc::sigset_t) {
         }
     }
     (workload, set)
+}
+
+/// Start the process that becomes the workload (`main` sets it up and
+/// execs the command); its pid. It shares this process's memory until its
+/// exec, this process waiting meanwhile (`sys::spawn_sharing_memory`),
+/// so the exec frees no copy of it; `main` may capture by reference only
+/// (what it would own is dropped by neither process) and finds its own
+/// copies of this process's descriptors, as after a fork. A learn-mode
+/// workload is forked: it makes its memory dumpable, a flag the shared
+/// memory would keep for this process after the exec.
+pub(crate) fn start_workload_process(
+    spec: &Spec,
+    main: impl FnOnce(),
+) -> std::io::Result<libc::pid_t> {
+    if spec.observe {
+        return match sys::fork()? {
+            Some(pid) => Ok(pid),
+            None => {
+                main();
+                sys::exit_now(125)
+            }
+        };
+    }
+    sys::spawn_sharing_memory(main)
 }
 
 /// Forward signals to the workload's process group and reap orphans until

@@ -8,7 +8,7 @@
 //!
 //! Process model: the supervisor clones a child into new namespaces (it must
 //! be single-threaded at that moment). The child becomes PID 1 of the new
-//! PID namespace, builds the root filesystem, forks the workload, reaps
+//! PID namespace, builds the root filesystem, starts the workload, reaps
 //! zombies and forwards signals. The workload applies rlimits, Landlock,
 //! drops capabilities, sets no_new_privs, installs the seccomp filter and
 //! execs. When PID 1 exits the kernel kills everything left in the

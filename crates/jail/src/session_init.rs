@@ -566,9 +566,10 @@ fn leader_main(
     };
     let mut exec_ctx = exec_context(ctx, spec, rfd);
     exec_ctx.exec_limits = limits;
-    let workload = match fork_at_the_limit() {
-        Ok(Some(pid)) => pid,
-        Ok(None) => workload_main(&exec_ctx),
+    let workload = match start_at_the_limit(|| {
+        crate::child::start_workload_process(spec, || workload_main(&exec_ctx))
+    }) {
+        Ok(pid) => pid,
         Err(e) => {
             report(rfd, &workload_not_forked(&e, ctx.rlimit_pids));
             sys::exit_now(125)
@@ -577,13 +578,16 @@ fn leader_main(
     lead(workload, rfd, &set)
 }
 
-/// Fork the command's process; at the process limit, give the commands
-/// that have ended [`LIMIT_LAG`] to leave the count (the init reaps them).
-fn fork_at_the_limit() -> std::io::Result<Option<libc::pid_t>> {
-    let start = std::time::Instant::now();
+/// Start the command's process with `start`; at the process limit, give
+/// the commands that have ended [`LIMIT_LAG`] to leave the count (the init
+/// reaps them).
+fn start_at_the_limit(
+    start: impl Fn() -> std::io::Result<libc::pid_t>,
+) -> std::io::Result<libc::pid_t> {
+    let since = std::time::Instant::now();
     loop {
-        match sys::fork() {
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && start.elapsed() < LIMIT_LAG => {
+        match start() {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && since.elapsed() < LIMIT_LAG => {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             other => return other,
@@ -671,12 +675,44 @@ pub(crate) fn lead(workload: libc::pid_t, rfd: std::os::fd::RawFd, set: &libc::s
             match sys::wait4(-1, libc::WNOHANG) {
                 Ok((pid, status, usage)) if pid == workload => {
                     report(rfd, &ended(status, &usage));
+                    if alone_in_the_namespace() {
+                        let_go_of_the_exec(rfd);
+                    }
                     sys::exit_now(0);
                 }
                 Ok((pid, _, _)) if pid > 0 => {}
                 _ => break,
             }
         }
+    }
+}
+
+/// Whether the leader is the last process of its PID namespace, once
+/// the zombies are reaped: every process of the namespace descends from
+/// it (orphans are given to it), so none is left when it has no child,
+/// and none can be started.
+fn alone_in_the_namespace() -> bool {
+    loop {
+        match sys::wait4(-1, libc::WNOHANG) {
+            Ok((pid, _, _)) if pid > 0 => {}
+            Ok(_) => return false,
+            Err(e) => return e.raw_os_error() == Some(libc::ECHILD),
+        }
+    }
+}
+
+/// The leader's copies of the exec's stdout, stderr and report pipe
+/// (the engine reads the exec as ended at their end-of-file), closed
+/// before the exit rather than by it once the command's whole tree is
+/// gone: an exiting process frees its memory before its descriptors, so
+/// the engine hears of the end without waiting for that. (While other
+/// processes remain, the leader's exit, which has the kernel kill them
+/// and waits for them, is what ends the exec, as before.)
+fn let_go_of_the_exec(rfd: std::os::fd::RawFd) {
+    for fd in [rfd, 1, 2] {
+        // SAFETY: closing this process's own descriptors; it only exits
+        // after this.
+        unsafe { libc::close(fd) };
     }
 }
 

@@ -149,12 +149,17 @@ fn leader_main(ctx: &ChildContext<'_>, from_init: OwnedFd, for_workload: OwnedFd
     let Ok(set) = block_leader_signals() else {
         sys::exit_now(125)
     };
-    let workload = match sys::fork() {
-        Ok(Some(pid)) => pid,
-        Ok(None) => {
-            drop(from_init);
-            workload_main(ctx, for_workload)
-        }
+    // The workload shares this process's memory until its exec, this
+    // process waiting (crate::child::start_workload_process): the order's
+    // descriptors for the leader are read once the command runs.
+    let (go, init_end) = (for_workload.as_raw_fd(), from_init.as_raw_fd());
+    let workload = match crate::child::start_workload_process(ctx.spec, || {
+        // SAFETY: closing this process's own copy of the init's socket
+        // (the descriptor table is not shared); the leader keeps its own.
+        unsafe { libc::close(init_end) };
+        workload_main(ctx, go)
+    }) {
+        Ok(pid) => pid,
         Err(_) => sys::exit_now(125),
     };
     drop(for_workload);
@@ -178,7 +183,10 @@ fn leader_main(ctx: &ChildContext<'_>, from_init: OwnedFd, for_workload: OwnedFd
 }
 
 /// The waiting workload: confined now, the command when it comes.
-fn workload_main(ctx: &ChildContext<'_>, go: OwnedFd) -> ! {
+fn workload_main(ctx: &ChildContext<'_>, go: std::os::fd::RawFd) -> ! {
+    // SAFETY: this process's copy of the descriptor the leader passed by
+    // number; nothing else in this process uses it.
+    let go = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(go) };
     sys::reset_signals();
     // A new session: no controlling terminal to push input into.
     if !off(Switch::Session) {

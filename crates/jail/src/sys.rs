@@ -124,6 +124,145 @@ pub(crate) fn clone_sandbox_into(
     forked(ret, pidfd)
 }
 
+/// Start `child` in a new process that shares this one's memory
+/// (`CLONE_VM`) while this one waits (`CLONE_VFORK`) until the child has
+/// exec'd or exited, as `posix_spawn` starts a program. For the workload,
+/// whose `execve` otherwise tears down the copy of its parent's address
+/// space that `fork` made (and whose setup takes copy-on-write faults on
+/// it): with the memory shared, nothing is copied and exec only lets go
+/// of it. Returns the child's pid once this process runs again.
+///
+/// What the child may do, for this process to go on safely:
+/// - only state that is per process or per thread may change: signal
+///   dispositions and mask, descriptors, credentials, Landlock, seccomp,
+///   no_new_privs, rlimits, the working directory, the session. Nothing
+///   that belongs to the address space, which this process keeps (above
+///   all not `PR_SET_DUMPABLE`, a flag of the memory: a learn-mode
+///   workload, which sets it, must be forked);
+/// - allocate and free (this process is single-threaded and suspended,
+///   so the allocator's state stays consistent);
+/// - end by exec or `_exit`; should `child` return, the child exits
+///   with 125 (it never returns into frames of this process).
+///
+/// The child runs on a stack of its own, with every signal blocked until
+/// it restores this process's mask, so no handler runs on shared memory
+/// before the child has reset them. A panic that aborts in the child
+/// signals this process's thread (the C library keeps the thread id in
+/// shared memory), ending both: the sandbox fails closed.
+pub(crate) fn spawn_sharing_memory<F: FnOnce()>(child: F) -> io::Result<libc::pid_t> {
+    let stack = ChildStack::new()?;
+    // SAFETY: sigset_t is plain data; sigfillset initialises it.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is a valid sigset_t.
+    unsafe { libc::sigfillset(&mut all) };
+    let mut spawn = Spawn {
+        child: Some(child),
+        // SAFETY: plain data, set by sigprocmask below.
+        mask: unsafe { std::mem::zeroed() },
+    };
+    // SAFETY: both pointers are valid sigset_t values.
+    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &all, &mut spawn.mask) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `run_spawned::<F>` is given a pointer to `spawn`, which
+    // lives on this frame until clone returns, and CLONE_VFORK keeps this
+    // thread suspended until the child has exec'd or exited, so the child
+    // is the only one to touch `spawn` (and the rest of the memory)
+    // meanwhile. The child runs on `stack`, a mapping of its own, never
+    // on this thread's frames. This process is single-threaded (see
+    // `clone_sandbox`), so no other thread runs on the shared memory.
+    let pid = unsafe {
+        libc::clone(
+            run_spawned::<F>,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut spawn as *mut Spawn<F>).cast::<libc::c_void>(),
+        )
+    };
+    let err = io::Error::last_os_error();
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &spawn.mask, std::ptr::null_mut()) };
+    if pid == -1 {
+        return Err(err);
+    }
+    // The child took `child` (`spawn.child` is None now): what it owned
+    // went with its exec or its exit.
+    Ok(pid)
+}
+
+/// What [`spawn_sharing_memory`] hands its child.
+struct Spawn<F> {
+    child: Option<F>,
+    /// The parent's signal mask, which the child restores.
+    mask: libc::sigset_t,
+}
+
+extern "C" fn run_spawned<F: FnOnce()>(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Spawn<F>` of `spawn_sharing_memory`, alive
+    // and touched by no one else while its caller is suspended.
+    let spawn = unsafe { &mut *arg.cast::<Spawn<F>>() };
+    // SAFETY: restoring a valid mask in this (the child's) thread.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &spawn.mask, std::ptr::null_mut()) };
+    if let Some(child) = spawn.child.take() {
+        child();
+    }
+    // Never back into the parent's frames.
+    exit_now(125)
+}
+
+/// The stack a [`spawn_sharing_memory`] child runs on: an anonymous
+/// mapping with an inaccessible page below it, so an overflow faults
+/// instead of writing into other memory. Only the pages touched are
+/// backed; unmapped when dropped (the child has exec'd or exited).
+struct ChildStack {
+    base: *mut libc::c_void,
+}
+
+impl ChildStack {
+    /// Generous for the workload's setup (it parses its order, reports
+    /// in JSON and looks the command up in PATH); untouched pages cost
+    /// nothing.
+    const SIZE: usize = 1 << 20;
+    const GUARD: usize = 4096;
+
+    fn new() -> io::Result<Self> {
+        // SAFETY: a new private anonymous mapping; no existing memory is
+        // affected.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = ChildStack { base };
+        // SAFETY: the lowest page of the mapping made above.
+        if unsafe { libc::mprotect(base, Self::GUARD, libc::PROT_NONE) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The stack grows down from here (16-byte aligned: the mapping is
+    /// page aligned and its size a multiple of 16).
+    fn top(&self) -> *mut libc::c_void {
+        self.base.cast::<u8>().wrapping_add(Self::SIZE).cast()
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used by anyone.
+        unsafe { libc::munmap(self.base, Self::SIZE) };
+    }
+}
+
 /// Plain `fork(2)` for the single-threaded helper processes.
 pub(crate) fn fork() -> io::Result<Option<libc::pid_t>> {
     // SAFETY: only called from single-threaded processes (the supervisor
@@ -612,6 +751,81 @@ pub(crate) fn in_user_and_mount_ns(
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    /// The child of `spawn_sharing_memory` writes into this process's
+    /// memory (shared, not a copy) and this process goes on only once the
+    /// child has ended: the write is there when the call returns. The
+    /// child's own descriptor table and signal mask are its own: it
+    /// closes a descriptor and unblocks a signal, and neither changes
+    /// here. (Only raw writes and system calls in the child: the test
+    /// harness has threads.)
+    #[test]
+    fn a_child_sharing_memory_writes_here_and_is_waited_for() {
+        let mut written = 0u32;
+        let at = std::ptr::addr_of_mut!(written) as usize;
+        let (rd, wr) = rustix::pipe::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let before = block_signals(&[libc::SIGUSR2]).unwrap_or_else(|e| panic!("{e}"));
+        let fd = wr.as_raw_fd();
+        let pid = spawn_sharing_memory(|| {
+            // SAFETY: `at` is `written`, alive while the parent waits; the
+            // descriptor and the mask are this (the child's) process's own.
+            unsafe {
+                libc::close(fd);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &before, std::ptr::null_mut());
+                libc::usleep(20_000);
+                std::ptr::write_volatile(at as *mut u32, 42);
+            }
+            exit_now(7)
+        })
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+        // SAFETY: reading a local the child wrote, after it ended.
+        assert_eq!(
+            unsafe { std::ptr::read_volatile(std::ptr::addr_of!(written)) },
+            42
+        );
+        let (_, status, _) = wait4(pid, 0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "{status}"
+        );
+        assert!(
+            rustix::io::write(&wr, b"x").is_ok(),
+            "this process's copy of the descriptor is open"
+        );
+        // SAFETY: sigset_t is plain data, filled in below.
+        let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: reading this thread's mask into a local.
+        unsafe { libc::sigprocmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) };
+        // SAFETY: `mask` was filled in above.
+        assert_eq!(unsafe { libc::sigismember(&mask, libc::SIGUSR2) }, 1);
+        // SAFETY: unblocking what this test blocked.
+        unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &before, std::ptr::null_mut()) };
+        drop(rd);
+    }
+
+    /// A child that execs lets go of the shared memory: this process goes
+    /// on, and the program's exit status is the child's.
+    #[test]
+    fn a_child_sharing_memory_can_exec() {
+        let pid = spawn_sharing_memory(|| {
+            let argv = [
+                c"/bin/sh".as_ptr(),
+                c"-c".as_ptr(),
+                c"exit 3".as_ptr(),
+                std::ptr::null(),
+            ];
+            let envp = [std::ptr::null()];
+            // SAFETY: NUL-terminated arrays of valid C strings.
+            unsafe { libc::execve(argv[0], argv.as_ptr(), envp.as_ptr()) };
+            exit_now(127)
+        })
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+        let (_, status, _) = wait4(pid, 0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 3,
+            "{status}"
+        );
+    }
 
     /// The cgroup v2 line of a process's `/proc/PID/cgroup` while it waits
     /// on `rd`, then let it go and reap it.
