@@ -147,8 +147,10 @@ pub(crate) fn clone_sandbox_into(
 /// The child runs on a stack of its own, with every signal blocked until
 /// it restores this process's mask, so no handler runs on shared memory
 /// before the child has reset them. A panic that aborts in the child
-/// signals this process's thread (the C library keeps the thread id in
-/// shared memory), ending both: the sandbox fails closed.
+/// ends the child (glibc's `raise` asks the kernel for the caller's
+/// thread id, for vfork's sake); musl's `raise` uses the id kept in the
+/// shared memory, which is this process's thread, so there it ends both.
+/// Either way the exec fails closed.
 pub(crate) fn spawn_sharing_memory<F: FnOnce()>(child: F) -> io::Result<libc::pid_t> {
     let stack = ChildStack::new()?;
     // SAFETY: sigset_t is plain data; sigfillset initialises it.
