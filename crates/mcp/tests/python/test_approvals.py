@@ -258,6 +258,14 @@ def _pending_approval(binary: Path, socket: str) -> Dict[str, Any]:
     raise AssertionError("no approval became pending on the server")
 
 
+def _approve(binary: Path, socket: str, approval_id: str) -> None:
+    """A person approves `approval_id` on the server."""
+    subprocess.run(
+        [str(binary), "approvals", "approve", approval_id, "--socket", socket],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
 def test_a_call_the_servers_policy_holds_names_the_approval_it_waits_on(
     binary: Path, state: Path
 ) -> None:
@@ -290,10 +298,7 @@ def test_a_call_the_servers_policy_holds_names_the_approval_it_waits_on(
                     while not any(a["id"] in m for m in said):
                         await anyio.sleep(0.05)
                 await anyio.sleep(1.5)  # past another look: still told once
-                subprocess.run(
-                    [str(binary), "approvals", "approve", a["id"], "--socket", serve.socket],
-                    check=True, capture_output=True,
-                )  # fmt: skip
+                _approve(binary, serve.socket, a["id"])
             r = result["r"]
             assert not r.get("isError"), text_of(r)
             assert r["structuredContent"]["stdout"] == "held\n"
@@ -350,10 +355,7 @@ def test_a_held_create_is_not_named_since_the_servers_pending_creates_are_everyo
                 assert a["kind"] == "create", a
                 await anyio.sleep(2.5)  # past the first two looks of a held call
                 assert said == []
-                subprocess.run(
-                    [str(binary), "approvals", "approve", a["id"], "--socket", serve.socket],
-                    check=True, capture_output=True,
-                )  # fmt: skip
+                _approve(binary, serve.socket, a["id"])
             r = result["r"]
             assert not r.get("isError"), text_of(r)
             assert r["structuredContent"]["sandbox_id"]
