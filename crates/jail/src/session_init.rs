@@ -18,7 +18,7 @@
 //! spawner, like the rest of crate::child.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 
 use crate::child::{report, workload_main, ChildContext, ChildFds, FORWARDED};
 use crate::error::ChildReport;
@@ -62,17 +62,16 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
         tv_nsec: RETRY_EVERY.as_nanos() as _,
     };
     loop {
-        let mut fds = [
-            rustix::event::PollFd::new(&control, rustix::event::PollFlags::IN),
-            rustix::event::PollFd::new(&sigfd, rustix::event::PollFlags::IN),
-        ];
         let timeout = (!init.held.is_empty()).then_some(&retry);
-        match rustix::event::poll(&mut fds, timeout) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(_) => sys::exit_now(125),
-        }
-        let (order_ready, child_ready) =
-            (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+        let Some(Woken {
+            order_ready,
+            child_ready,
+            let_go,
+        }) = wait(control, sigfd.as_fd(), &init.running, timeout)
+        else {
+            sys::exit_now(125)
+        };
+        init.let_go(&let_go);
         if child_ready {
             while sys::read_signalfd(sigfd.as_raw_fd()).is_some() {}
             init.reap();
@@ -90,10 +89,61 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             }
         }
         init.carry_out_held();
-        if child_ready {
+        if child_ready || !let_go.is_empty() {
             init.start_next_ahead();
         }
     }
+}
+
+/// What woke the init.
+struct Woken {
+    order_ready: bool,
+    child_ready: bool,
+    /// The execs whose leaders hung up their line.
+    let_go: Vec<u64>,
+}
+
+/// Wait for an order, a child's end, or a running exec's line to hang up
+/// (`None`: poll itself failed).
+fn wait(
+    control: BorrowedFd<'_>,
+    sigfd: BorrowedFd<'_>,
+    running: &HashMap<u64, OwnedFd>,
+    timeout: Option<&rustix::fs::Timespec>,
+) -> Option<Woken> {
+    use rustix::event::{PollFd, PollFlags};
+    let ids: Vec<u64> = running.keys().copied().collect();
+    let mut fds = vec![
+        PollFd::new(&control, PollFlags::IN),
+        PollFd::new(&sigfd, PollFlags::IN),
+    ];
+    // Only a hangup counts (poll reports it unasked): nobody writes on a
+    // line, and whatever might would neither wake the init nor pass for
+    // the end of an exec.
+    fds.extend(
+        ids.iter()
+            .filter_map(|id| running.get(id))
+            .map(|line| PollFd::new(line, PollFlags::empty())),
+    );
+    match rustix::event::poll(&mut fds, timeout) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        Err(_) => return None,
+    }
+    let woke = |i: usize| fds.get(i).is_some_and(|f| !f.revents().is_empty());
+    let hung_up = |i: usize| {
+        fds.get(i)
+            .is_some_and(|f| f.revents().intersects(PollFlags::HUP | PollFlags::ERR))
+    };
+    Some(Woken {
+        order_ready: woke(0),
+        child_ready: woke(1),
+        let_go: ids
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| hung_up(i + 2))
+            .map(|(_, id)| *id)
+            .collect(),
+    })
 }
 
 /// How often a held exec's leader is tried again.
@@ -113,8 +163,9 @@ struct ExecOrder {
 
 /// How an exec's start went.
 enum Attempt {
-    /// Its leader runs, with this pid.
-    Started(libc::pid_t),
+    /// Its leader runs, with this pid, and holds the other end of this
+    /// line until the exec is over.
+    Started(libc::pid_t, OwnedFd),
     /// Its leader could not be forked: the order back, and why.
     NotForked(ExecOrder, std::io::Error),
 }
@@ -136,8 +187,13 @@ struct Init<'c, 'a> {
     /// Every exec's Landlock ruleset, built once here (and again when a
     /// claim changes the binds) instead of once per exec.
     landlock: Option<crate::landlock_rules::Prepared>,
-    /// The running execs' leaders, by exec id.
+    /// The execs' leaders not yet reaped, by exec id.
     leaders: HashMap<u64, libc::pid_t>,
+    /// Each running exec's line to its leader. The leader hangs up once
+    /// the exec's command and everything it started are gone (or when it
+    /// dies), a moment before its exit is over: the next exec is started
+    /// ahead from then on.
+    running: HashMap<u64, OwnedFd>,
     /// The next exec, started ahead once the session has run more than
     /// one command, and the first of a pooled sandbox (crate::session_ready).
     ready: Option<Ready>,
@@ -163,6 +219,7 @@ impl<'c, 'a> Init<'c, 'a> {
             plan,
             landlock,
             leaders: HashMap::new(),
+            running: HashMap::new(),
             ready: None,
             execs: 0,
             ahead_failed: false,
@@ -187,21 +244,40 @@ impl<'c, 'a> Init<'c, 'a> {
     /// Reap the leaders that have ended.
     fn reap(&mut self) {
         self.ahead_failed |= reap_leaders(&mut self.leaders, &mut self.ready);
+        let leaders = &self.leaders;
+        self.running.retain(|id, _| leaders.contains_key(id));
+    }
+
+    /// The execs whose leaders hung up are over.
+    fn let_go(&mut self, ids: &[u64]) {
+        for id in ids {
+            self.running.remove(id);
+        }
     }
 
     /// A session that has run more than one command gets its next one
     /// started ahead, once none of its commands runs or waits: a waiting
     /// exec holds two processes of the session's limit, which must never
-    /// be taken from a command.
+    /// be taken from a command. Leaders that let go of their exec but have
+    /// not been reaped yet still count against the limit: the pair waits
+    /// for their reaping when it would not fit beside them.
     fn start_next_ahead(&mut self) {
         if self.execs >= 2
             && self.ready.is_none()
-            && self.leaders.is_empty()
+            && self.running.is_empty()
             && self.held.is_empty()
             && !self.ahead_failed
+            && self.room_for_a_pair()
         {
             self.ready = Ready::start(&self.current());
         }
+    }
+
+    /// Whether the session's process limit leaves room for a waiting pair
+    /// beside this init and the leaders not yet reaped.
+    fn room_for_a_pair(&self) -> bool {
+        let taken = 1 + self.leaders.len() as u64;
+        self.spec.limits.pids.is_none_or(|limit| taken + 2 <= limit)
     }
 
     /// An order from the engine: signals and the root go at once, the
@@ -292,7 +368,7 @@ impl<'c, 'a> Init<'c, 'a> {
         // starts its first on order.
         if let Some(old) = self.ready.take() {
             old.discard();
-            if self.execs >= 2 && self.leaders.is_empty() {
+            if self.execs >= 2 && self.running.is_empty() && self.room_for_a_pair() {
                 self.ready = Ready::start(&self.current());
             }
         }
@@ -303,8 +379,9 @@ impl<'c, 'a> Init<'c, 'a> {
     fn try_exec(&mut self, exec: ExecOrder, since: std::time::Instant) -> bool {
         let id = exec.id;
         let reply = match self.start_exec(exec) {
-            Attempt::Started(pid) => {
+            Attempt::Started(pid, line) => {
                 self.leaders.insert(id, pid);
+                self.running.insert(id, line);
                 InitReply::Started { id, pid }
             }
             Attempt::NotForked(exec, e) if may_wait(&e, since) => {
@@ -330,13 +407,17 @@ impl<'c, 'a> Init<'c, 'a> {
     /// Hand the order to the waiting exec, or fork the exec's leader into
     /// a new PID namespace.
     fn start_exec(&mut self, exec: ExecOrder) -> Attempt {
-        if let Some(pid) = self
+        if let Some((pid, line)) = self
             .ready
             .take()
             .and_then(|r| r.go(&exec.command, &exec.fds))
         {
-            return Attempt::Started(pid);
+            return Attempt::Started(pid, line);
         }
+        let (line, leaders_end) = match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) {
+            Ok(ends) => ends,
+            Err(e) => return Attempt::NotForked(exec, e.into()),
+        };
         let now = self.current();
         let mut spec = self.spec.clone();
         spec.argv = exec.command.argv.clone();
@@ -344,10 +425,12 @@ impl<'c, 'a> Init<'c, 'a> {
         spec.cwd = exec.command.cwd.clone();
         spec.stdin = StdinMode::Inherit;
         match sys::clone_sandbox(libc::CLONE_NEWPID) {
-            Ok(Forked::Child) => leader_main(&now, &spec, exec.command.limits, exec.fds),
+            Ok(Forked::Child) => {
+                leader_main(&now, &spec, exec.command.limits, exec.fds, leaders_end)
+            }
             Ok(Forked::Parent { pid, pidfd }) => {
                 drop(pidfd);
-                Attempt::Started(pid)
+                Attempt::Started(pid, line)
             }
             Err(e) => Attempt::NotForked(exec, e),
         }
@@ -538,11 +621,13 @@ pub(crate) const LIMIT_LAG: std::time::Duration = std::time::Duration::from_mill
 
 /// PID 1 of one exec: start the workload, reap, forward signals, report
 /// how the workload ended, and leave (taking the rest of the tree along).
+/// `line` is the init's line, hung up once the exec is over.
 fn leader_main(
     ctx: &ChildContext<'_>,
     spec: &crate::spec::Spec,
     limits: ExecLimits,
     fds: [OwnedFd; EXEC_FDS],
+    line: OwnedFd,
 ) -> ! {
     // SAFETY: prctl with integer arguments: die with the session's init.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
@@ -554,9 +639,11 @@ fn leader_main(
         }
     }
     let rfd = report_fd.as_raw_fd();
+    let line = line.into_raw_fd();
     // The control socket, the init's signalfd and the order's originals go;
-    // the prepared Landlock ruleset stays for the workload.
-    let mut keep = vec![rfd];
+    // the prepared Landlock ruleset stays for the workload. The line is
+    // close-on-exec: the command never holds it.
+    let mut keep = vec![rfd, line];
     keep.extend(ctx.landlock.and_then(|l| l.raw_fd()));
     sys::close_all_from_except(3, &keep);
     std::mem::forget((stdin, stdout, stderr, report_fd));
@@ -575,7 +662,7 @@ fn leader_main(
             sys::exit_now(125)
         }
     };
-    lead(workload, rfd, &set)
+    lead(workload, rfd, line, &set)
 }
 
 /// Start the command's process with `start`; at the process limit, give
@@ -658,7 +745,14 @@ pub(crate) fn exec_context<'a>(
 
 /// The leader's life once its workload runs: forward signals to the
 /// workload's process group, reap, report how the workload ended, leave.
-pub(crate) fn lead(workload: libc::pid_t, rfd: std::os::fd::RawFd, set: &libc::sigset_t) -> ! {
+/// `line` is the init's: closed, as the exec's descriptors are, once
+/// nothing of the exec is left.
+pub(crate) fn lead(
+    workload: libc::pid_t,
+    rfd: std::os::fd::RawFd,
+    line: std::os::fd::RawFd,
+    set: &libc::sigset_t,
+) -> ! {
     loop {
         // SAFETY: `set` is a valid, initialised sigset_t.
         let sig = unsafe { libc::sigwaitinfo(set, std::ptr::null_mut()) };
@@ -676,7 +770,7 @@ pub(crate) fn lead(workload: libc::pid_t, rfd: std::os::fd::RawFd, set: &libc::s
                 Ok((pid, status, usage)) if pid == workload => {
                     report(rfd, &ended(status, &usage));
                     if alone_in_the_namespace() {
-                        let_go_of_the_exec(rfd);
+                        let_go_of_the_exec(rfd, line);
                     }
                     sys::exit_now(0);
                 }
@@ -702,14 +796,16 @@ fn alone_in_the_namespace() -> bool {
 }
 
 /// The leader's copies of the exec's stdout, stderr and report pipe
-/// (the engine reads the exec as ended at their end-of-file), closed
-/// before the exit rather than by it once the command's whole tree is
-/// gone: an exiting process frees its memory before its descriptors, so
-/// the engine hears of the end without waiting for that. (While other
-/// processes remain, the leader's exit, which has the kernel kill them
-/// and waits for them, is what ends the exec, as before.)
-fn let_go_of_the_exec(rfd: std::os::fd::RawFd) {
-    for fd in [rfd, 1, 2] {
+/// (the engine reads the exec as ended at their end-of-file), and then
+/// its line to the init (which may then start the next exec ahead),
+/// closed before the exit rather than by it once the command's whole tree
+/// is gone: an exiting process frees its memory before its descriptors,
+/// and its namespace's teardown takes longer still, so the engine and the
+/// init hear of the end without waiting for that. (While other processes
+/// remain, the leader's exit, which has the kernel kill them and waits
+/// for them, is what ends the exec, as before.)
+fn let_go_of_the_exec(rfd: std::os::fd::RawFd, line: std::os::fd::RawFd) {
+    for fd in [rfd, 1, 2, line] {
         // SAFETY: closing this process's own descriptors; it only exits
         // after this.
         unsafe { libc::close(fd) };

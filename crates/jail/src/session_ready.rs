@@ -77,10 +77,15 @@ impl Ready {
     /// Hand the pair an order's command (with the exec's own limits,
     /// which its workload sets with the session's once it has them) and
     /// descriptors (stdin, stdout, stderr, report); returns the leader's
-    /// pid. On failure the pair is killed before its workload got the
+    /// pid and the init's line to it, which the leader hangs up once the
+    /// exec is over (crate::session_init::lead). On failure the pair is killed before its workload got the
     /// command (it never runs), and the order can be started the
     /// ordinary way.
-    pub(crate) fn go(self, command: &ExecCommand, fds: &[OwnedFd; 4]) -> Option<libc::pid_t> {
+    pub(crate) fn go(
+        self,
+        command: &ExecCommand,
+        fds: &[OwnedFd; 4],
+    ) -> Option<(libc::pid_t, OwnedFd)> {
         let [stdin, stdout, stderr, report_fd] = fds;
         // The leader first: the workload runs the command as soon as it
         // has it, so nothing may fail after that.
@@ -105,7 +110,7 @@ impl Ready {
             self.discard();
             return None;
         }
-        Some(self.leader)
+        Some((self.leader, self.to_leader))
     }
 
     /// Kill the pair (its PID namespace goes with its leader) and reap
@@ -178,8 +183,14 @@ fn leader_main(ctx: &ChildContext<'_>, from_init: OwnedFd, for_workload: OwnedFd
             sys::exit_now(125);
         }
     }
-    drop((stdout, stderr, from_init));
-    lead(workload, report_fd.into_raw_fd(), &set)
+    drop((stdout, stderr));
+    // The socket from the init stays open as the init's line.
+    lead(
+        workload,
+        report_fd.into_raw_fd(),
+        from_init.into_raw_fd(),
+        &set,
+    )
 }
 
 /// The waiting workload: confined now, the command when it comes.

@@ -124,6 +124,17 @@ fn main() {
             exec.push(t.elapsed());
         }
         report("exec /bin/true in a live session", &mut exec);
+        // The same with a pause before each: the next exec's pair is
+        // ready when its order comes, as between an agent's calls.
+        let mut paused = Vec::new();
+        for _ in 0..n {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            let t = Instant::now();
+            let p = sb.exec(req(&["/bin/true"])).await.unwrap_or_else(|e| panic!("{e}"));
+            p.wait().await;
+            paused.push(t.elapsed());
+        }
+        report("  the same, 3 ms apart", &mut paused);
 
         // First, second and third exec in fresh (pooled) sessions.
         let (mut first, mut second, mut third) = (Vec::new(), Vec::new(), Vec::new());

@@ -850,6 +850,7 @@ const CASES: &[&str] = &[
     "pooled_first_exec_without_landlock_signals_its_leader",
     "a_claim_with_a_process_limit_has_all_of_it_for_its_first_command",
     "commands_back_to_back_have_the_whole_process_limit",
+    "a_command_holds_no_descriptor_of_its_leader_or_init",
     "a_kill_is_carried_out_while_an_exec_waits_at_the_limit",
     "an_exec_whose_caller_went_away_is_still_listed_and_killable",
 ];
@@ -961,16 +962,45 @@ async fn a_claim_with_a_process_limit_has_all_of_it_for_its_first_command(engine
 /// finds the limit short. At 3 processes (the init, a leader, its
 /// command), 86% of 300 commands run back to back failed at the limit
 /// (exit 125) while the next exec was started beside the running one.
+/// It is started as soon as the last command's leader lets go of it, and
+/// only beside that leader (not yet reaped) when the limit has room for
+/// both: at 3 it waits for the reaping, at 4 and 5 it does not.
 async fn commands_back_to_back_have_the_whole_process_limit(engine: &Engine) {
-    let sb = limited(engine, 3).await;
-    for i in 0..100 {
-        let exit = sb
-            .exec(req(&["/bin/true"]))
-            .await
-            .unwrap_or_else(|e| panic!("command {i} refused: {e}"))
-            .wait()
-            .await;
-        assert_eq!(exit.exit_code, 0, "command {i}: {exit:?}");
+    for limit in [3, 4, 5] {
+        let sb = limited(engine, limit).await;
+        for i in 0..100 {
+            let exit = sb
+                .exec(req(&["/bin/true"]))
+                .await
+                .unwrap_or_else(|e| panic!("limit {limit}, command {i} refused: {e}"))
+                .wait()
+                .await;
+            assert_eq!(exit.exit_code, 0, "limit {limit}, command {i}: {exit:?}");
+        }
+        delete(engine, &sb).await;
+    }
+}
+
+/// The shell's open descriptors among 0-255, on one line.
+const OPEN_DESCRIPTORS: &str = "n=0; while [ $n -lt 256 ]; do \
+    [ -e /proc/self/fd/$n ] && printf '%s ' $n; n=$((n + 1)); done; echo";
+
+/// Each exec's leader holds a line to the init, which the init reads as
+/// the exec's end when it hangs up (the next exec is then started ahead,
+/// taking two of the session's processes): a command that held it could
+/// keep it from hanging up or close it while it still runs. The command
+/// has its stdio and nothing else, whether its leader was forked on its
+/// order (the first two) or waited for it (the rest): the workload marks
+/// every other descriptor close-on-exec before its exec (the line is so
+/// from the start as well).
+async fn a_command_holds_no_descriptor_of_its_leader_or_init(engine: &Engine) {
+    let sb = create(engine).await;
+    for i in 0..5 {
+        // `[` and `echo` are the shell's own: nothing opens a descriptor
+        // while it looks.
+        let (exit, out, err) = run(&sb, &["sh", "-c", OPEN_DESCRIPTORS]).await;
+        assert_eq!(exit.exit_code, 0, "exec {i}: {exit:?} {err}");
+        assert_eq!(out.trim(), "0 1 2", "exec {i}: the command's descriptors");
     }
     delete(engine, &sb).await;
 }
@@ -1164,6 +1194,7 @@ fn main() {
         case!(timeout_kills_the_tree_not_the_session);
         case!(an_exec_past_the_process_limit_is_refused_as_busy);
         case!(commands_back_to_back_have_the_whole_process_limit);
+        case!(a_command_holds_no_descriptor_of_its_leader_or_init);
         case!(a_kill_is_carried_out_while_an_exec_waits_at_the_limit);
         case!(an_exec_whose_caller_went_away_is_still_listed_and_killable);
         case!(reattach_after_exit);
