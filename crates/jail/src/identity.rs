@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{JailError, Result};
 use crate::spec::{IsolationLevel, Layer, SANDBOX_GID, SANDBOX_UID};
-use crate::sys::{self, Forked};
+use crate::sys;
 
 /// The host uid and gid of a sandbox started by root when `/etc/subuid`
 /// (`/etc/subgid`) gives root no range: a high id that no account has.
@@ -449,31 +449,15 @@ fn idmapped_tree(path: &Path, userns: BorrowedFd<'_>) -> std::io::Result<OwnedFd
 /// A user namespace whose maps are `0 host_uid 1` / `0 host_gid 1`, held
 /// by its descriptor (the helper process that made it is gone).
 fn idmap_userns(host_uid: u32, host_gid: u32) -> std::io::Result<OwnedFd> {
-    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    match sys::clone_sandbox(libc::CLONE_NEWUSER)? {
-        Forked::Child => {
-            // Wait until the parent has what it needs, then vanish.
-            drop(wr);
-            let mut b = [0u8; 1];
-            let _ = rustix::io::read(&rd, &mut b);
-            sys::exit_now(0)
-        }
-        Forked::Parent { pid, pidfd: _ } => {
-            drop(rd);
-            let made = (|| {
-                std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {host_uid} 1"))?;
-                std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {host_gid} 1"))?;
-                Ok(rustix::fs::open(
-                    format!("/proc/{pid}/ns/user"),
-                    OFlags::RDONLY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?)
-            })();
-            drop(wr);
-            let _ = sys::wait4(pid, 0);
-            made
-        }
-    }
+    sys::in_new_user_namespace(|pid| {
+        std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {host_uid} 1"))?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {host_gid} 1"))?;
+        Ok(rustix::fs::open(
+            format!("/proc/{pid}/ns/user"),
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
+    })?
 }
 
 /// Take ownership of a tree the supervisor opened before the clone (the

@@ -192,6 +192,97 @@ pub(crate) fn spawn_sharing_memory<F: FnOnce()>(child: F) -> io::Result<libc::pi
     Ok(pid)
 }
 
+/// Run `with` while a process in a new user namespace exists, given that
+/// process's pid (for `/proc/PID/uid_map`, `gid_map` and `ns/user`), and
+/// return once that process is gone.
+///
+/// The process shares this one's memory (`CLONE_VM`, without
+/// `CLONE_VFORK`: this one goes on), so nothing is copied to make it and
+/// nothing torn down when it exits, which with `fork` cost this
+/// supervisor two page-table walks of its whole address space per run.
+/// It runs beside this process on a stack of its own and makes only raw
+/// system calls, which touch no memory this process uses: it closes its
+/// copy of a pipe's write end, reads the pipe until end-of-file (this
+/// process closes its end after `with`, or dies) and exits. Every signal
+/// is blocked in it (SIGKILL still ends it).
+pub(crate) fn in_new_user_namespace<T>(with: impl FnOnce(libc::pid_t) -> T) -> io::Result<T> {
+    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let stack = ChildStack::new()?;
+    let ends: [RawFd; 2] = [rd.as_raw_fd(), wr.as_raw_fd()];
+    // SAFETY: sigset_t is plain data; sigfillset initialises it.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is a valid sigset_t.
+    unsafe { libc::sigfillset(&mut all) };
+    // SAFETY: plain data, set by sigprocmask below.
+    let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid sigset_t values.
+    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &all, &mut mask) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the child runs `wait_for_end_of_file` on `stack`, a mapping
+    // of its own, and reads only `ends`, which stays on this frame until
+    // the child has been reaped below; it makes raw system calls and
+    // touches no other memory. Its descriptor table is a copy.
+    let pid = unsafe {
+        libc::clone(
+            wait_for_end_of_file,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_NEWUSER | libc::SIGCHLD,
+            ends.as_ptr().cast_mut().cast::<libc::c_void>(),
+        )
+    };
+    let err = io::Error::last_os_error();
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) };
+    if pid == -1 {
+        return Err(err);
+    }
+    drop(rd);
+    // Declared after `stack` and `ends`, so dropped before them, also
+    // when `with` unwinds: the child is gone before its stack and the
+    // descriptors' numbers are.
+    let _child = EndedOnDrop { pid, wr: Some(wr) };
+    Ok(with(pid))
+}
+
+/// The process of [`in_new_user_namespace`]: told to go (its pipe's end
+/// closed) and reaped when dropped.
+struct EndedOnDrop {
+    pid: libc::pid_t,
+    wr: Option<OwnedFd>,
+}
+
+impl Drop for EndedOnDrop {
+    fn drop(&mut self) {
+        drop(self.wr.take());
+        while let Err(e) = wait4(self.pid, 0) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+    }
+}
+
+/// The body of [`in_new_user_namespace`]'s process: `arg` points to the
+/// pipe's read and write ends.
+extern "C" fn wait_for_end_of_file(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `[RawFd; 2]` of `in_new_user_namespace`, alive
+    // until this process has been reaped.
+    let [rd, wr] = unsafe { *arg.cast::<[RawFd; 2]>() };
+    // SAFETY: this process's own copies of the two descriptors (the table
+    // is not shared); rustix makes the calls directly, without libc's
+    // errno, which lives in the parent's memory.
+    unsafe {
+        rustix::io::close(wr);
+        let rd = BorrowedFd::borrow_raw(rd);
+        let mut byte = [0u8; 1];
+        while let Ok(1) = rustix::io::read(rd, &mut byte) {}
+        // SAFETY: exit(2) of this task alone; it never returns.
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    0
+}
+
 /// What [`spawn_sharing_memory`] hands its child.
 struct Spawn<F> {
     child: Option<F>,
@@ -827,6 +918,70 @@ mod tests {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 3,
             "{status}"
         );
+    }
+
+    /// The process of `in_new_user_namespace` is in a user namespace of
+    /// its own while `with` runs (its maps can be written and the
+    /// namespace kept by a descriptor, as the idmapped binds need), shares
+    /// this process's address space (`kcmp`: nothing was copied), and
+    /// is gone, reaped, when the call returns. Needs user namespaces.
+    #[test]
+    fn a_process_in_a_new_user_namespace_lives_while_it_is_needed() {
+        if std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+            .is_ok_and(|n| n.trim() == "0")
+        {
+            assert!(
+                std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_none(),
+                "user namespaces are off on this host"
+            );
+            println!("SKIPPED: user namespaces are off on this host");
+            return;
+        }
+        let own = std::fs::read_link("/proc/self/ns/user").unwrap_or_else(|e| panic!("{e}"));
+        let (uid, gid) = (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        );
+        let (pid, theirs, held, shares_memory) = in_new_user_namespace(|pid| {
+            let theirs = std::fs::read_link(format!("/proc/{pid}/ns/user"));
+            std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1"))
+                .unwrap_or_else(|e| panic!("uid_map: {e}"));
+            std::fs::write(format!("/proc/{pid}/setgroups"), "deny")
+                .unwrap_or_else(|e| panic!("setgroups: {e}"));
+            std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1"))
+                .unwrap_or_else(|e| panic!("gid_map: {e}"));
+            let held = rustix::fs::open(
+                format!("/proc/{pid}/ns/user"),
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            );
+            const KCMP_VM: libc::c_long = 1;
+            // SAFETY: kcmp(2) with integer arguments: 0 when both
+            // processes share one address space.
+            let same_vm =
+                unsafe { libc::syscall(libc::SYS_kcmp, libc::getpid(), pid, KCMP_VM, 0, 0) };
+            let kcmp_error = io::Error::last_os_error();
+            (pid, theirs, held, (same_vm, kcmp_error))
+        })
+        .unwrap_or_else(|e| panic!("clone: {e}"));
+        let theirs = theirs.unwrap_or_else(|e| panic!("its namespace: {e}"));
+        assert_ne!(theirs, own, "a user namespace of its own");
+        let held = held.unwrap_or_else(|e| panic!("keep its namespace: {e}"));
+        assert_eq!(
+            std::fs::read_link(format!("/proc/self/fd/{}", held.as_raw_fd()))
+                .unwrap_or_else(|e| panic!("{e}")),
+            theirs,
+            "the descriptor holds its namespace"
+        );
+        assert_eq!(
+            shares_memory.0, 0,
+            "it shares this process's address space (kcmp: {})",
+            shares_memory.1
+        );
+        // SAFETY: kill(2) with signal 0 only checks that the pid exists.
+        let gone = unsafe { libc::kill(pid, 0) } == -1
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        assert!(gone, "the process {pid} is reaped once the call returns");
     }
 
     /// The cgroup v2 line of a process's `/proc/PID/cgroup` while it waits
