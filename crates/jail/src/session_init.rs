@@ -112,7 +112,8 @@ fn wait(
     timeout: Option<&rustix::fs::Timespec>,
 ) -> Option<Woken> {
     use rustix::event::{PollFd, PollFlags};
-    let ids: Vec<u64> = running.keys().copied().collect();
+    let (ids, lines): (Vec<u64>, Vec<&OwnedFd>) =
+        running.iter().map(|(&id, line)| (id, line)).unzip();
     let mut fds = vec![
         PollFd::new(&control, PollFlags::IN),
         PollFd::new(&sigfd, PollFlags::IN),
@@ -121,8 +122,8 @@ fn wait(
     // line, and whatever might would neither wake the init nor pass for
     // the end of an exec.
     fds.extend(
-        ids.iter()
-            .filter_map(|id| running.get(id))
+        lines
+            .into_iter()
             .map(|line| PollFd::new(line, PollFlags::empty())),
     );
     match rustix::event::poll(&mut fds, timeout) {
