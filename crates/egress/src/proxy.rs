@@ -580,16 +580,21 @@ impl Attempt {
     fn failed(&mut self, r: &Refusal) {
         self.ev.decision = Decision::Allow;
         self.ev.rule = format!("{} ({})", self.ev.rule, r.rule);
-        self.ev.status = Some(r.status);
-        self.ev.refusal = Some(r.message.clone());
-        self.shared.sink.refusing(&self.ev);
+        self.answered(r);
     }
 
     /// The attempt is refused: `r`'s rule and status, and its message is
     /// what the sandbox is told next.
     fn refused(&mut self, r: &Refusal) {
         self.deny(r.rule.clone());
-        self.ev.status = Some(r.status);
+        self.answered(r);
+    }
+
+    /// The answer about to be given for `r`, told to the sink first: its
+    /// HTTP status (SOCKS has none of its own; its reply code is `r`'s
+    /// `socks_reply`) and its message.
+    fn answered(&mut self, r: &Refusal) {
+        self.ev.status = (self.ev.protocol != Protocol::Socks5).then_some(r.status);
         self.ev.refusal = Some(r.message.clone());
         self.shared.sink.refusing(&self.ev);
     }
@@ -1886,8 +1891,6 @@ async fn socks5(shared: Arc<Shared>, mut client: BufStream) {
             } else {
                 att.refused(&r);
             }
-            // SOCKS has no status of its own.
-            att.ev.status = None;
             let _ = socks_reply(&mut client.s, r.socks_reply).await;
             let _ = client.s.shutdown().await;
             return;

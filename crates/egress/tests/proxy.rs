@@ -1120,16 +1120,20 @@ fn refusal_is_readable_while_the_client_still_sends() {
 }
 
 /// Keeps what the proxy says it is about to refuse, as the server's
-/// egress notes do.
+/// egress notes do: the rule, the message and the status the client is
+/// given (none over SOCKS5, which has no HTTP status).
 #[derive(Default)]
-struct Refusals(std::sync::Mutex<Vec<(String, String)>>);
+struct Refusals(std::sync::Mutex<Vec<(String, String, Option<u16>)>>);
 
 impl cordon_egress::EventSink for Refusals {
     fn record(&self, _event: EgressEvent) {}
 
     fn refusing(&self, e: &EgressEvent) {
         let message = e.refusal.clone().unwrap_or_default();
-        self.0.lock().unwrap().push((e.rule.clone(), message));
+        self.0
+            .lock()
+            .unwrap()
+            .push((e.rule.clone(), message, e.status));
     }
 }
 
@@ -1157,12 +1161,12 @@ fn every_refusal_is_told_to_the_sink_before_the_client_has_the_answer() {
     let refusals = Arc::new(Refusals::default());
     let sink = refusals.clone();
     let p = Proxy::start_with(cfg, move |e| e.with_sink(sink));
-    let heard = |what: &str, rule: &str, says: &str| {
+    let heard = |what: &str, rule: &str, says: &str, status: Option<u16>| {
         let all = refusals.0.lock().unwrap();
         assert!(
             all.iter()
-                .any(|(r, m)| r.starts_with(rule) && m.contains(says)),
-            "{what}: the refusal was not heard of before the answer: {all:?}"
+                .any(|(r, m, s)| r.starts_with(rule) && m.contains(says) && *s == status),
+            "{what}: the refusal (status {status:?}) was not heard of before the answer: {all:?}"
         );
     };
     let ask = |request: &str| {
@@ -1174,19 +1178,34 @@ fn every_refusal_is_told_to_the_sink_before_the_client_has_the_answer() {
     };
     let (status, _open) = ask("GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n");
     assert_eq!(status, 403);
-    heard("plain HTTP, denied", "unlisted", "not in the allowlist");
+    heard(
+        "plain HTTP, denied",
+        "unlisted",
+        "not in the allowlist",
+        Some(403),
+    );
     let (status, _open) = ask("CONNECT evil.test:443 HTTP/1.1\r\n\r\n");
     assert_eq!(status, 403);
-    heard("CONNECT, denied", "unlisted", "evil.test:443");
+    heard("CONNECT, denied", "unlisted", "evil.test:443", Some(403));
     let (status, _open) = ask("GET http://down.test/ HTTP/1.1\r\nHost: down.test\r\n\r\n");
     assert_eq!(status, 502);
-    heard("plain HTTP, failed", "allow:down.test", "could not connect");
+    heard(
+        "plain HTTP, failed",
+        "allow:down.test",
+        "could not connect",
+        Some(502),
+    );
     let (status, _open) = ask("CONNECT down.test:443 HTTP/1.1\r\n\r\n");
     assert_eq!(status, 502);
-    heard("CONNECT, failed", "allow:down.test", "down.test:443");
+    heard(
+        "CONNECT, failed",
+        "allow:down.test",
+        "down.test:443",
+        Some(502),
+    );
     let (reply, _open) = socks5(p.addr, 1, &socks_domain("evil.test", 8443));
     assert_eq!(reply[1], 2);
-    heard("SOCKS5, denied", "unlisted", "evil.test:8443");
+    heard("SOCKS5, denied", "unlisted", "evil.test:8443", None);
     let (reply, _open) = socks5(p.addr, 1, &socks_domain("down.test", 443));
     assert_eq!(reply[1], 5);
     assert_eq!(
@@ -1195,6 +1214,7 @@ fn every_refusal_is_told_to_the_sink_before_the_client_has_the_answer() {
         "SOCKS5, failed: {:?}",
         refusals.0.lock().unwrap()
     );
+    heard("SOCKS5, failed", "allow:down.test", "down.test:443", None);
 }
 
 #[test]
