@@ -124,7 +124,9 @@ struct ExecArgs {
     /// sandbox's CPU time and lifetime still bound it].
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
-    /// Send this command's standard input to the command.
+    /// Send this command's standard input to the command (without it
+    /// the command reads nothing, as with `docker exec` without `-i`;
+    /// piped input left unsent is pointed out).
     #[arg(long)]
     stdin: bool,
     /// The command and its arguments.
@@ -264,6 +266,25 @@ fn summary(sb: &Value) -> String {
     )
 }
 
+/// Whether input waits on this process's standard input that an exec
+/// without `--stdin` leaves unsent (as `docker exec` without `-i` does):
+/// bytes in a pipe or socket now, or a regular file not read to its end.
+/// A terminal, `/dev/null` and a pipe nothing was written to yet say
+/// nothing.
+fn input_left_unsent() -> bool {
+    use rustix::fs::FileType;
+    let stdin = rustix::stdio::stdin();
+    let Ok(st) = rustix::fs::fstat(stdin) else {
+        return false;
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Fifo | FileType::Socket => rustix::io::ioctl_fionread(stdin).is_ok_and(|n| n > 0),
+        FileType::RegularFile => rustix::fs::seek(stdin, rustix::fs::SeekFrom::Current(0))
+            .is_ok_and(|at| u64::try_from(st.st_size).is_ok_and(|size| size > at)),
+        _ => false,
+    }
+}
+
 /// Stream the exec's events: output as it comes, the exit code at the end.
 async fn exec(
     client: &mut Client,
@@ -284,6 +305,13 @@ async fn exec(
             .read_to_string(&mut input)
             .context("reading stdin (--stdin sends text)")?;
         body["stdin"] = Value::String(input);
+    } else if input_left_unsent() {
+        eprintln!(
+            "cordon: hint: this command's standard input is not sent to the sandbox; \
+             add --stdin to send it (... | cordon sandbox exec {} --stdin -- {})",
+            e.id,
+            e.argv.first().map(String::as_str).unwrap_or("CMD")
+        );
     }
     let path = format!("/v1/sandboxes/{}/exec", url_id(&e.id)?);
     let send = client.send(

@@ -858,6 +858,75 @@ fn cp_copies_into_and_out_of_a_sandbox() {
 /// a file, and the README's copy into `.` failed. A directory cannot go
 /// in this way, and the refusal says how (a tar stream through `exec
 /// --stdin`).
+/// `sandbox exec` sends its standard input only with `--stdin`, as
+/// `docker exec` does only with `-i`; input left unsent is said at once
+/// (it was dropped without a word), and only then: not with `--stdin`,
+/// not for an empty input.
+#[test]
+fn exec_says_when_it_leaves_piped_input_unsent() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let (_, out, _) = s.cli(&["create"]);
+    let sb = out.trim().to_owned();
+    let exec = |flags: &[&str], input: std::process::Stdio| {
+        let child = Command::new(cordon_bin())
+            .arg("sandbox")
+            .arg("--socket")
+            .arg(&s.socket)
+            .args(["exec", &sb])
+            .args(flags)
+            .args(["--", "cat"])
+            .stdin(input)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A pipe with the text already in it (and its write end closed), as
+    // `echo hello | cordon sandbox exec ...` has by the time it looks.
+    let piped = |text: &str| -> std::process::Stdio {
+        let (rd, mut wr) = std::io::pipe().unwrap();
+        wr.write_all(text.as_bytes()).unwrap();
+        rd.into()
+    };
+    let hint = "standard input is not sent";
+
+    let (code, out, err) = exec(&[], piped("hello\n"));
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(
+        err.contains(hint) && err.contains("--stdin"),
+        "piped, unsent: {err}"
+    );
+
+    let file = s.dir.path().join("input.txt");
+    std::fs::write(&file, "from a file\n").unwrap();
+    let (code, _, err) = exec(&[], std::fs::File::open(&file).unwrap().into());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(hint), "a file, unsent: {err}");
+
+    let (code, out, err) = exec(&["--stdin"], piped("hello\n"));
+    assert_eq!((code, out.as_str()), (0, "hello\n"), "{err}");
+    assert!(!err.contains(hint), "sent: {err}");
+    let empty = s.dir.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    for (what, input) in [
+        ("/dev/null", std::process::Stdio::null()),
+        ("an empty file", std::fs::File::open(&empty).unwrap().into()),
+    ] {
+        let (code, _, err) = exec(&[], input);
+        assert_eq!(code, 0, "{what}: {err}");
+        assert!(!err.contains(hint), "{what}: nothing to send: {err}");
+    }
+}
+
 #[test]
 fn cp_copies_a_directory_out_as_a_new_directory() {
     if ready() {
