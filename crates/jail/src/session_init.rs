@@ -191,9 +191,12 @@ struct Init<'c, 'a> {
     /// The execs' leaders not yet reaped, by exec id.
     leaders: HashMap<u64, libc::pid_t>,
     /// Each running exec's line to its leader. The leader hangs up once
-    /// the exec's command and everything it started are gone (or when it
-    /// dies), a moment before its exit is over: the next exec is started
-    /// ahead from then on.
+    /// the exec's command and everything it started are gone, a moment
+    /// before its exit is over: the next exec is started ahead from then
+    /// on. A leader that exits with processes left (killed, or a command
+    /// that left daemons) hangs up as it exits, while the kernel still
+    /// kills those; a pair that does not fit beside them then fails to
+    /// start, and the next order starts its exec itself, as at the limit.
     running: HashMap<u64, OwnedFd>,
     /// The next exec, started ahead once the session has run more than
     /// one command, and the first of a pooled sandbox (crate::session_ready).

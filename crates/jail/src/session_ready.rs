@@ -78,9 +78,9 @@ impl Ready {
     /// which its workload sets with the session's once it has them) and
     /// descriptors (stdin, stdout, stderr, report); returns the leader's
     /// pid and the init's line to it, which the leader hangs up once the
-    /// exec is over (crate::session_init::lead). On failure the pair is killed before its workload got the
-    /// command (it never runs), and the order can be started the
-    /// ordinary way.
+    /// exec is over (crate::session_init::lead). On failure the pair is
+    /// killed before its workload got the command (it never runs), and
+    /// the order can be started the ordinary way.
     pub(crate) fn go(
         self,
         command: &ExecCommand,
