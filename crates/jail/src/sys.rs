@@ -153,19 +153,10 @@ pub(crate) fn clone_sandbox_into(
 /// Either way the exec fails closed.
 pub(crate) fn spawn_sharing_memory<F: FnOnce()>(child: F) -> io::Result<libc::pid_t> {
     let stack = ChildStack::new()?;
-    // SAFETY: sigset_t is plain data; sigfillset initialises it.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `all` is a valid sigset_t.
-    unsafe { libc::sigfillset(&mut all) };
     let mut spawn = Spawn {
         child: Some(child),
-        // SAFETY: plain data, set by sigprocmask below.
-        mask: unsafe { std::mem::zeroed() },
+        mask: block_all_signals()?,
     };
-    // SAFETY: both pointers are valid sigset_t values.
-    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &all, &mut spawn.mask) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
     // SAFETY: `run_spawned::<F>` is given a pointer to `spawn`, which
     // lives on this frame until clone returns, and CLONE_VFORK keeps this
     // thread suspended until the child has exec'd or exited, so the child
@@ -182,8 +173,7 @@ pub(crate) fn spawn_sharing_memory<F: FnOnce()>(child: F) -> io::Result<libc::pi
         )
     };
     let err = io::Error::last_os_error();
-    // SAFETY: restoring the mask saved above.
-    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &spawn.mask, std::ptr::null_mut()) };
+    restore_signal_mask(&spawn.mask);
     if pid == -1 {
         return Err(err);
     }
@@ -209,16 +199,7 @@ pub(crate) fn in_new_user_namespace<T>(with: impl FnOnce(libc::pid_t) -> T) -> i
     let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let stack = ChildStack::new()?;
     let ends: [RawFd; 2] = [rd.as_raw_fd(), wr.as_raw_fd()];
-    // SAFETY: sigset_t is plain data; sigfillset initialises it.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `all` is a valid sigset_t.
-    unsafe { libc::sigfillset(&mut all) };
-    // SAFETY: plain data, set by sigprocmask below.
-    let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are valid sigset_t values.
-    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &all, &mut mask) } == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    let mask = block_all_signals()?;
     // SAFETY: the child runs `wait_for_end_of_file` on `stack`, a mapping
     // of its own, and reads only `ends`, which stays on this frame until
     // the child has been reaped below; it makes raw system calls and
@@ -232,8 +213,7 @@ pub(crate) fn in_new_user_namespace<T>(with: impl FnOnce(libc::pid_t) -> T) -> i
         )
     };
     let err = io::Error::last_os_error();
-    // SAFETY: restoring the mask saved above.
-    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) };
+    restore_signal_mask(&mask);
     if pid == -1 {
         return Err(err);
     }
@@ -283,6 +263,30 @@ extern "C" fn wait_for_end_of_file(arg: *mut libc::c_void) -> libc::c_int {
     0
 }
 
+/// Block every signal in this thread, for a clone whose child shares this
+/// process's memory and must run no handler on it before it is ready;
+/// returns the mask to restore after the clone (in this thread, and in a
+/// child that takes it over).
+fn block_all_signals() -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; sigfillset initialises it.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is a valid sigset_t.
+    unsafe { libc::sigfillset(&mut all) };
+    // SAFETY: plain data, set by sigprocmask below.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid sigset_t values.
+    if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
+/// Put back a mask saved by [`block_all_signals`].
+fn restore_signal_mask(mask: &libc::sigset_t) {
+    // SAFETY: `mask` is a valid sigset_t.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
+}
+
 /// What [`spawn_sharing_memory`] hands its child.
 struct Spawn<F> {
     child: Option<F>,
@@ -294,8 +298,8 @@ extern "C" fn run_spawned<F: FnOnce()>(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Spawn<F>` of `spawn_sharing_memory`, alive
     // and touched by no one else while its caller is suspended.
     let spawn = unsafe { &mut *arg.cast::<Spawn<F>>() };
-    // SAFETY: restoring a valid mask in this (the child's) thread.
-    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &spawn.mask, std::ptr::null_mut()) };
+    // The parent's mask, in this (the child's) thread.
+    restore_signal_mask(&spawn.mask);
     if let Some(child) = spawn.child.take() {
         child();
     }
