@@ -5,7 +5,7 @@
 # target/, not in the repository).
 #
 #   bash .ci/console.sh install   # apt: chromium chromium-driver; npm ci playwright-core
-#   bash .ci/console.sh test      # build the binary, run crates/console/browser/console.test.cjs
+#   bash .ci/console.sh test      # build the binary (or take $CORDON_BIN), run crates/console/browser/console.test.cjs
 #
 # The test keeps a screenshot under target/console-test/ and prints its
 # path. Without Chromium or playwright-core `test` prints SKIPPED, and fails
@@ -46,8 +46,9 @@ test)
         echo "SKIPPED: $reason"
         exit 0
     fi
-    cargo build --locked -p cordon
-    CORDON_BIN="$(realpath "${CARGO_TARGET_DIR:-target}")/debug/cordon" \
+    . .ci/cordon-bin.sh
+    bin=$(cordon_bin)
+    CORDON_BIN="$bin" \
         CHROMIUM="$chromium" \
         PLAYWRIGHT_CORE="$(realpath "$modules/node_modules/playwright-core")" \
         CONSOLE_ARTIFACTS="$(realpath -m target/console-test)" \

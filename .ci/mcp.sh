@@ -5,7 +5,7 @@
 # line (the stateless 2026-07-28 revision).
 #
 #   bash .ci/mcp.sh install   # make the venvs: mcp 1.x / 2.x and pytest (PyPI)
-#   bash .ci/mcp.sh test      # build the binary, run the tests under each
+#   bash .ci/mcp.sh test      # build the binary (or take $CORDON_BIN), run the tests under each
 #
 # Without a venv `test` prints SKIPPED, and fails in CI
 # (CORDON_TESTS_REQUIRE_ALL=1).
@@ -23,7 +23,8 @@ install)
     done
     ;;
 test)
-    cargo build --locked -p cordon
+    . .ci/cordon-bin.sh
+    bin=$(cordon_bin)
     for m in "${majors[@]}"; do
         venv="target/mcp-venv-$m"
         if [ ! -x "$venv/bin/pytest" ]; then
@@ -36,7 +37,7 @@ test)
             continue
         fi
         echo "== cordon mcp with the MCP Python SDK $("$venv/bin/python" -c 'from importlib.metadata import version; print(version("mcp"))')"
-        CORDON_BIN="$PWD/target/debug/cordon" \
+        CORDON_BIN="$bin" \
             "$venv/bin/python" -m pytest -rs -p no:cacheprovider crates/mcp/tests/python
     done
     ;;

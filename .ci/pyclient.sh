@@ -4,7 +4,7 @@
 # stays untouched).
 #
 #   bash .ci/pyclient.sh install   # make the venv: httpx, pytest, hatchling, ./clients/python (PyPI)
-#   bash .ci/pyclient.sh test      # build the binary, run pytest on this tree's client
+#   bash .ci/pyclient.sh test      # build the binary (or take $CORDON_BIN), run pytest on this tree's client
 #
 # Without the venv `test` prints SKIPPED, and fails in CI
 # (CORDON_TESTS_REQUIRE_ALL=1).
@@ -33,8 +33,8 @@ test)
         echo "SKIPPED: $reason"
         exit 0
     fi
-    cargo build --locked -p cordon
-    bin="$(realpath "${CARGO_TARGET_DIR:-target}")/debug/cordon"
+    . .ci/cordon-bin.sh
+    bin=$(cordon_bin)
     # This tree's client first on the path (the venv's installed copy, made
     # by `install`, may be older); no network needed here.
     PYTHONPATH="$PWD/clients/python/src" CORDON_BIN="$bin" \

@@ -46,11 +46,15 @@ chmod 0040 "$group_dir/secret"
 chmod 0050 "$group_dir"
 
 # Build as root (cargo and the registry cache live here); collect the
-# integration test executables from cargo's own JSON messages.
+# integration test executables of the two packages from cargo's own JSON
+# messages. The whole workspace is named so that features resolve as in
+# .ci/test.sh's `cargo test --workspace`, whose build is then reused as it
+# is (naming only the two packages would compile much of it again).
 mapfile -t bins < <(
-    cargo test -p cordon -p cordon-session --no-run --message-format=json 2>/dev/null |
+    cargo test --workspace --locked --no-run --message-format=json 2>/dev/null |
         python3 -c '
 import json, sys
+packages = ("crates/cli/Cargo.toml", "crates/session/Cargo.toml")
 for line in sys.stdin:
     try:
         m = json.loads(line)
@@ -58,12 +62,13 @@ for line in sys.stdin:
         continue
     t = m.get("target") or {}
     if m.get("reason") == "compiler-artifact" and m.get("executable") \
-            and t.get("kind") == ["test"]:
+            and t.get("kind") == ["test"] \
+            and m.get("manifest_path", "").endswith(packages):
         print(t["name"] + " " + m["executable"])
 '
 )
 if [ "${#bins[@]}" -eq 0 ]; then
-    echo "rootless.sh: no integration test binaries (does 'cargo test -p cordon --no-run' build?)" >&2
+    echo "rootless.sh: no integration test binaries (does 'cargo test --workspace --no-run' build?)" >&2
     exit 1
 fi
 
