@@ -67,7 +67,7 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
             order_ready,
             child_ready,
             let_go,
-        }) = wait(control, sigfd.as_fd(), &init.running, timeout)
+        }) = wait(control, sigfd.as_fd(), &init.leaders, timeout)
         else {
             sys::exit_now(125)
         };
@@ -108,12 +108,14 @@ struct Woken {
 fn wait(
     control: BorrowedFd<'_>,
     sigfd: BorrowedFd<'_>,
-    running: &HashMap<u64, OwnedFd>,
+    leaders: &HashMap<u64, Leader>,
     timeout: Option<&rustix::fs::Timespec>,
 ) -> Option<Woken> {
     use rustix::event::{PollFd, PollFlags};
-    let (ids, lines): (Vec<u64>, Vec<&OwnedFd>) =
-        running.iter().map(|(&id, line)| (id, line)).unzip();
+    let (ids, lines): (Vec<u64>, Vec<&OwnedFd>) = leaders
+        .iter()
+        .filter_map(|(&id, leader)| Some((id, leader.line.as_ref()?)))
+        .unzip();
     let mut fds = vec![
         PollFd::new(&control, PollFlags::IN),
         PollFd::new(&sigfd, PollFlags::IN),
@@ -178,6 +180,20 @@ enum Held {
     Order(InitOrder, Vec<OwnedFd>),
 }
 
+/// An exec's leader, until it is reaped.
+struct Leader {
+    pid: libc::pid_t,
+    /// The exec's line to it while the exec runs. The leader hangs up
+    /// once the exec's command and everything it started are gone, a
+    /// moment before its exit is over: the next exec is started ahead from
+    /// then on. A leader that exits with processes left (killed, or a
+    /// command that left daemons) hangs up as it exits, while the kernel
+    /// still kills those; a pair that does not fit beside them then fails
+    /// to start, and the next order starts its exec itself, as at the
+    /// limit.
+    line: Option<OwnedFd>,
+}
+
 /// The init's state between orders.
 struct Init<'c, 'a> {
     ctx: &'c ChildContext<'a>,
@@ -189,15 +205,7 @@ struct Init<'c, 'a> {
     /// claim changes the binds) instead of once per exec.
     landlock: Option<crate::landlock_rules::Prepared>,
     /// The execs' leaders not yet reaped, by exec id.
-    leaders: HashMap<u64, libc::pid_t>,
-    /// Each running exec's line to its leader. The leader hangs up once
-    /// the exec's command and everything it started are gone, a moment
-    /// before its exit is over: the next exec is started ahead from then
-    /// on. A leader that exits with processes left (killed, or a command
-    /// that left daemons) hangs up as it exits, while the kernel still
-    /// kills those; a pair that does not fit beside them then fails to
-    /// start, and the next order starts its exec itself, as at the limit.
-    running: HashMap<u64, OwnedFd>,
+    leaders: HashMap<u64, Leader>,
     /// The next exec, started ahead once the session has run more than
     /// one command, and the first of a pooled sandbox (crate::session_ready).
     ready: Option<Ready>,
@@ -223,7 +231,6 @@ impl<'c, 'a> Init<'c, 'a> {
             plan,
             landlock,
             leaders: HashMap::new(),
-            running: HashMap::new(),
             ready: None,
             execs: 0,
             ahead_failed: false,
@@ -248,15 +255,20 @@ impl<'c, 'a> Init<'c, 'a> {
     /// Reap the leaders that have ended.
     fn reap(&mut self) {
         self.ahead_failed |= reap_leaders(&mut self.leaders, &mut self.ready);
-        let leaders = &self.leaders;
-        self.running.retain(|id, _| leaders.contains_key(id));
     }
 
     /// The execs whose leaders hung up are over.
     fn let_go(&mut self, ids: &[u64]) {
         for id in ids {
-            self.running.remove(id);
+            if let Some(leader) = self.leaders.get_mut(id) {
+                leader.line = None;
+            }
         }
+    }
+
+    /// Whether no exec runs: every leader not yet reaped has let go.
+    fn none_running(&self) -> bool {
+        self.leaders.values().all(|leader| leader.line.is_none())
     }
 
     /// A session that has run more than one command gets its next one
@@ -268,7 +280,7 @@ impl<'c, 'a> Init<'c, 'a> {
     fn start_next_ahead(&mut self) {
         if self.execs >= 2
             && self.ready.is_none()
-            && self.running.is_empty()
+            && self.none_running()
             && self.held.is_empty()
             && !self.ahead_failed
             && self.room_for_a_pair()
@@ -289,7 +301,7 @@ impl<'c, 'a> Init<'c, 'a> {
     fn receive(&mut self, order: InitOrder, fds: Vec<OwnedFd>) {
         match order {
             InitOrder::Signal { id, signal } => {
-                if let Some(&pid) = self.leaders.get(&id) {
+                if let Some(&Leader { pid, .. }) = self.leaders.get(&id) {
                     // SAFETY: kill(2) on our own unreaped child (its pid
                     // cannot have been reused); SIGKILL ends its PID
                     // namespace.
@@ -372,7 +384,7 @@ impl<'c, 'a> Init<'c, 'a> {
         // starts its first on order.
         if let Some(old) = self.ready.take() {
             old.discard();
-            if self.execs >= 2 && self.running.is_empty() && self.room_for_a_pair() {
+            if self.execs >= 2 && self.none_running() && self.room_for_a_pair() {
                 self.ready = Ready::start(&self.current());
             }
         }
@@ -384,8 +396,13 @@ impl<'c, 'a> Init<'c, 'a> {
         let id = exec.id;
         let reply = match self.start_exec(exec) {
             Attempt::Started(pid, line) => {
-                self.leaders.insert(id, pid);
-                self.running.insert(id, line);
+                self.leaders.insert(
+                    id,
+                    Leader {
+                        pid,
+                        line: Some(line),
+                    },
+                );
                 InitReply::Started { id, pid }
             }
             Attempt::NotForked(exec, e) if may_wait(&e, since) => {
@@ -520,12 +537,12 @@ fn prepare_landlock(
 
 /// Reap the leaders that have ended; true when the waiting exec's was one
 /// of them (it ended without an order).
-fn reap_leaders(leaders: &mut HashMap<u64, libc::pid_t>, ready: &mut Option<Ready>) -> bool {
+fn reap_leaders(leaders: &mut HashMap<u64, Leader>, ready: &mut Option<Ready>) -> bool {
     let mut ready_died = false;
     loop {
         match sys::wait4(-1, libc::WNOHANG) {
             Ok((pid, _, _)) if pid > 0 => {
-                leaders.retain(|_, p| *p != pid);
+                leaders.retain(|_, leader| leader.pid != pid);
                 // A waiting pair that died (killed from outside, or unable
                 // to set itself up) is never handed an order: its pid may
                 // be reused.
