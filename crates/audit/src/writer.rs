@@ -222,7 +222,18 @@ impl AuditWriter {
         &self,
         done: impl FnOnce(Result<Head, String>) + Send + 'static,
     ) -> Result<(), AuditError> {
-        self.send(Msg::Flush(Box::new(done)))
+        self.send(Msg::Flush(Box::new(done)))?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Wake the writer from its commit delay: it sleeps through the delay
+    /// without watching the channel (see `Worker::run`), and only a flush
+    /// or a close may cut the delay short.
+    fn wake(&self) {
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
     }
 
     /// Flushes, stops the writer thread and returns the final head.
@@ -237,6 +248,7 @@ impl AuditWriter {
         let (reply, wait) = mpsc::sync_channel(1);
         let sent = tx.send(Msg::Close(reply)).is_ok();
         drop(tx);
+        self.wake();
         let res = if sent {
             match wait.recv() {
                 Ok(Ok(h)) => Ok(h),
@@ -450,15 +462,30 @@ impl Worker {
                 self.take(m, &mut waiters, &mut close);
             }
             if !self.opts.commit_delay.is_zero() {
+                // Sleep through the delay rather than wait on the channel:
+                // a sender wakes a thread blocked in `recv`, and a record
+                // appended in the delay needs nobody awake (a server's exec
+                // appends three, on the cores the command runs on). A flush
+                // or a close wakes the writer (`AuditWriter::wake`); what
+                // came meanwhile is taken after each wake-up.
                 let until = Instant::now() + self.opts.commit_delay;
                 while close.is_none()
                     && waiters.is_empty()
                     && self.pending.len() < self.opts.max_batch
                 {
                     let left = until.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(left) {
-                        Ok(m) => self.take(m, &mut waiters, &mut close),
-                        Err(_) => break,
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::park_timeout(left);
+                    while close.is_none()
+                        && waiters.is_empty()
+                        && self.pending.len() < self.opts.max_batch
+                    {
+                        match rx.try_recv() {
+                            Ok(m) => self.take(m, &mut waiters, &mut close),
+                            Err(_) => break,
+                        }
                     }
                 }
             }
