@@ -34,6 +34,8 @@ pub enum Cmp {
     Eq,
     /// `A > k` (unsigned)
     Gt,
+    /// `A >= k` (unsigned)
+    Ge,
     /// `A & k != 0`
     Set,
 }
@@ -43,6 +45,7 @@ impl Cmp {
         let op = match self {
             Cmp::Eq => libc::BPF_JEQ,
             Cmp::Gt => libc::BPF_JGT,
+            Cmp::Ge => libc::BPF_JGE,
             Cmp::Set => libc::BPF_JSET,
         };
         (libc::BPF_JMP | op | libc::BPF_K) as u16
@@ -60,6 +63,8 @@ enum Op {
     /// If `cmp` holds (`.3` true) or fails (false), go to the label;
     /// otherwise fall through.
     Jump(Cmp, u32, Label, bool),
+    /// If `cmp` holds go to the first label, otherwise to the second.
+    Branch(Cmp, u32, Label, Label),
     Goto(Label),
     Bind(Label),
 }
@@ -99,6 +104,10 @@ impl Asm {
         self.ops.push(Op::Jump(cmp, k, to, false));
     }
 
+    pub fn branch(&mut self, cmp: Cmp, k: u32, then: Label, otherwise: Label) {
+        self.ops.push(Op::Branch(cmp, k, then, otherwise));
+    }
+
     pub fn goto(&mut self, to: Label) {
         self.ops.push(Op::Goto(to));
     }
@@ -136,20 +145,34 @@ impl Asm {
                 Op::Ret(action) => stmt(RET_K, action),
                 Op::Goto(to) => stmt(JA, offset(pc, to)?),
                 Op::Jump(cmp, k, to, when) => {
-                    let off = u8::try_from(offset(pc, to)?)
-                        .map_err(|_| format!("jump from {pc} too far for 8 bits"))?;
+                    let off = short(pc, offset(pc, to)?)?;
                     let (jt, jf) = if when { (off, 0) } else { (0, off) };
-                    sock_filter {
-                        code: cmp.code(),
-                        jt,
-                        jf,
-                        k,
-                    }
+                    jump(cmp, k, jt, jf)
                 }
+                Op::Branch(cmp, k, then, otherwise) => jump(
+                    cmp,
+                    k,
+                    short(pc, offset(pc, then)?)?,
+                    short(pc, offset(pc, otherwise)?)?,
+                ),
             };
             out.push(insn);
         }
         Ok(out)
+    }
+}
+
+/// A conditional jump's offset, which must fit in 8 bits.
+fn short(pc: usize, offset: u32) -> Result<u8, String> {
+    u8::try_from(offset).map_err(|_| format!("jump from {pc} too far for 8 bits"))
+}
+
+fn jump(cmp: Cmp, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter {
+        code: cmp.code(),
+        jt,
+        jf,
+        k,
     }
 }
 

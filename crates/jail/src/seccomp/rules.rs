@@ -12,13 +12,17 @@
 //!   anything else                       -> ALLOW
 //! ```
 //!
-//! Only the number and the architecture decide until a call with argument
-//! rules is reached, so the kernel's per-number cache of always-allowed
-//! calls (Linux 5.11+) skips the filter for everything else.
+//! The number is placed by a binary search over runs of numbers with the
+//! same answer, not a list of comparisons (see `search`). Only the number
+//! and the architecture decide until a call with argument rules is
+//! reached, so the kernel's per-number cache of always-allowed calls
+//! (Linux 5.11+) skips the filter for everything else.
+
+use std::collections::BTreeMap;
 
 use libc::sock_filter;
 
-use super::bpf::{arg_low, Asm, Cmp, ARCH, NR};
+use super::bpf::{arg_low, Asm, Cmp, Label, ARCH, NR};
 use super::syscalls::{Arch, Syscall};
 use super::{FilterOptions, DENIED_SYSCALLS, OBSERVED_SYSCALLS};
 
@@ -76,26 +80,36 @@ pub fn program(options: FilterOptions, arch: &Arch) -> Result<Vec<sock_filter>, 
         a.jump_if(Cmp::Set, bit, kill);
     }
     a.jump_if(Cmp::Gt, arch.max_known(), enosys);
-    a.jump_if(Cmp::Eq, nr(arch, Syscall::Ioctl)?, ioctl);
-    a.jump_if(Cmp::Eq, nr(arch, Syscall::Clone)?, clone);
-    a.jump_if(Cmp::Eq, nr(arch, Syscall::Socket)?, socket);
-    a.jump_if(Cmp::Eq, nr(arch, Syscall::Socketpair)?, socketpair);
-    a.jump_if(Cmp::Eq, nr(arch, Syscall::Clone3)?, enosys);
+    // Which numbers go where, first rule first: a call named twice keeps
+    // its first place (in observe mode `clone` keeps its argument rule).
+    let mut by_number = BTreeMap::new();
+    let argument_rules = [
+        (Syscall::Ioctl, ioctl),
+        (Syscall::Clone, clone),
+        (Syscall::Socket, socket),
+        (Syscall::Socketpair, socketpair),
+        (Syscall::Clone3, enosys),
+    ];
+    for (call, to) in argument_rules {
+        by_number.entry(nr(arch, call)?).or_insert(to);
+    }
     // A denied call this architecture lacks is marked `absent` in the
     // table; nothing else is ever left out.
-    for &call in DENIED_SYSCALLS {
+    let observed = if options.observe {
+        OBSERVED_SYSCALLS
+    } else {
+        &[]
+    };
+    let listed = DENIED_SYSCALLS
+        .iter()
+        .map(|&call| (call, refuse))
+        .chain(observed.iter().map(|&call| (call, observe)));
+    for (call, to) in listed {
         if let Some(n) = arch.nr(call) {
-            a.jump_if(Cmp::Eq, n, refuse);
+            by_number.entry(n).or_insert(to);
         }
     }
-    if options.observe {
-        for &call in OBSERVED_SYSCALLS {
-            if let Some(n) = arch.nr(call) {
-                a.jump_if(Cmp::Eq, n, observe);
-            }
-        }
-    }
-    a.ret(ALLOW);
+    search(&mut a, &segments(&by_number, arch.max_known()), allow);
 
     a.bind(ioctl);
     a.load(arg_low(1));
@@ -145,4 +159,71 @@ pub fn program(options: FilterOptions, arch: &Arch) -> Result<Vec<sock_filter>, 
     a.bind(kill);
     a.ret(KILL);
     a.finish()
+}
+
+/// A run of numbers, `first..=last`, that all go to one place (`None`:
+/// allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    first: u32,
+    last: u32,
+    to: Option<Label>,
+}
+
+/// `0..=max` cut into runs of numbers that share a destination, in order.
+fn segments(by_number: &BTreeMap<u32, Label>, max: u32) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::new();
+    let mut push = |first: u32, last: u32, to: Option<Label>| match out.last_mut() {
+        Some(prev) if prev.to == to && u64::from(prev.last) + 1 == u64::from(first) => {
+            prev.last = last
+        }
+        _ => out.push(Segment { first, last, to }),
+    };
+    // The first number not yet placed (u64: `max` may be u32::MAX).
+    let mut next = 0u64;
+    for (&n, &to) in by_number.range(..=max) {
+        if u64::from(n) > next {
+            push(next as u32, n - 1, None);
+        }
+        push(n, n, Some(to));
+        next = u64::from(n) + 1;
+    }
+    if next <= u64::from(max) {
+        push(next as u32, max, None);
+    }
+    out
+}
+
+/// Send the number in the accumulator to its segment's destination by
+/// binary search over the segments' starts.
+///
+/// Why a search rather than one comparison per listed call: when a filter
+/// is installed the kernel finds the numbers it may always allow by
+/// walking the program once for every number of the architecture (the
+/// per-number cache, Linux 5.11+). A list of 60 comparisons makes that
+/// walk 60 steps long for every allowed number, and the install took 0.20
+/// ms on a 2-vCPU guest against 0.12 ms with the search (6-7 comparisons
+/// deep). Every workload installs it on its way to `execve`.
+fn search(a: &mut Asm, segments: &[Segment], allow: Label) {
+    let (low, high) = match segments {
+        // Never: `0..=max` has a number. Fail closed all the same.
+        [] => return a.ret(KILL),
+        [one] => return a.goto(one.to.unwrap_or(allow)),
+        _ => segments.split_at(segments.len() / 2),
+    };
+    // A half of one segment is jumped to directly; a longer half gets a
+    // search of its own, placed after this comparison.
+    let mut place = |half: &[Segment]| match half {
+        [one] => (one.to.unwrap_or(allow), false),
+        _ => (a.label(), true),
+    };
+    let (to_low, search_low) = place(low);
+    let (to_high, search_high) = place(high);
+    a.branch(Cmp::Ge, high[0].first, to_high, to_low);
+    for (label, half, needed) in [(to_low, low, search_low), (to_high, high, search_high)] {
+        if needed {
+            a.bind(label);
+            search(a, half, allow);
+        }
+    }
 }

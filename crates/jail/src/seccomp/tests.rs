@@ -656,6 +656,67 @@ fn numbers_match_the_installed_kernel_headers() {
 fn program_sizes() {
     for case in cases() {
         eprintln!("{}: {} instructions", case.what(), case.program.len());
-        assert!(case.program.len() < 128);
+        assert!(case.program.len() < 256);
+    }
+}
+
+/// How many instructions the kernel's per-number cache walk executes for
+/// `nr` (`seccomp_is_const_allow` in kernel/seccomp.c: it follows loads
+/// of the number and architecture, jumps and returns, and gives up at a
+/// load of an argument), and whether the walk ends in ALLOW.
+fn cache_walk(program: &[libc::sock_filter], arch: u32, nr: u32) -> (usize, bool) {
+    let data = Data {
+        nr,
+        arch,
+        args: [0; 6],
+    };
+    let mut a = 0u32;
+    let mut pc = 0usize;
+    let mut steps = 0;
+    while let Some(i) = program.get(pc) {
+        steps += 1;
+        pc += 1;
+        let jump = |cond: bool| if cond { i.jt as usize } else { i.jf as usize };
+        match i.code {
+            0x20 if i.k == 0 || i.k == 4 => a = data.word(i.k),
+            0x20 => return (steps, false),
+            0x06 => return (steps, i.k == ALLOW),
+            0x05 => pc += i.k as usize,
+            0x15 => pc += jump(a == i.k),
+            0x25 => pc += jump(a > i.k),
+            0x35 => pc += jump(a >= i.k),
+            0x45 => pc += jump(a & i.k != 0),
+            other => panic!("unexpected opcode {other:#x}"),
+        }
+    }
+    panic!("ran off the end of the program");
+}
+
+/// Installing the filter costs the kernel one walk per number of the
+/// architecture: the walk must be a search, not a list (a list of 60
+/// comparisons made every workload's install take 0.20 ms on a 2-vCPU
+/// guest, the search 0.12 ms).
+/// Also: every number the filter answers without looking at arguments
+/// is one the kernel can cache as allowed.
+#[test]
+fn the_kernel_places_every_number_in_a_few_steps() {
+    for case in cases() {
+        let argument_rules = [
+            Syscall::Ioctl,
+            Syscall::Clone,
+            Syscall::Socket,
+            Syscall::Socketpair,
+        ]
+        .map(|call| case.nr(call));
+        let mut longest = 0;
+        for nr in 0..=case.arch.max_known() + 8 {
+            let (steps, cached) = cache_walk(&case.program, case.arch.audit, nr);
+            longest = longest.max(steps);
+            let allowed = case.call(nr, GARBAGE) == ALLOW && case.call(nr, [0; 6]) == ALLOW;
+            if !argument_rules.contains(&nr) {
+                assert_eq!(cached, allowed, "{} nr {nr}", case.what());
+            }
+        }
+        assert!(longest <= 16, "{}: a walk of {longest} steps", case.what());
     }
 }
