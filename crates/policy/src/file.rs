@@ -294,136 +294,15 @@ impl ProfileFile {
     pub fn apply_to(self, base: Profile) -> Profile {
         let mut p = base;
         set(&mut p.description, self.description.map(Some));
-        if let Some(i) = self.isolation {
-            let Isolation {
-                level,
-                allow_weaker,
-            } = &mut p.isolation;
-            set(level, i.level);
-            set(allow_weaker, i.allow_weaker);
-        }
-        if let Some(f) = self.filesystem {
-            let Filesystem {
-                cwd,
-                read_only,
-                read_write,
-                tmp_size,
-                tmp_inodes,
-                protect_host_tools,
-            } = &mut p.filesystem;
-            set(cwd, f.cwd);
-            set(read_only, f.read_only);
-            set(read_write, f.read_write);
-            set(tmp_size, f.tmp_size);
-            set(tmp_inodes, f.tmp_inodes);
-            set(protect_host_tools, f.protect_host_tools);
-        }
-        if let Some(l) = self.limits {
-            let Limits {
-                timeout,
-                cpu_time,
-                memory,
-                pids,
-                open_files,
-                file_size,
-                output,
-                on_output_limit,
-                inotify_instances,
-                inotify_watches,
-                queued_signals,
-                mqueue_bytes,
-            } = &mut p.limits;
-            set(timeout, l.timeout);
-            set(cpu_time, l.cpu_time);
-            set(memory, l.memory);
-            set(pids, l.pids);
-            set(open_files, l.open_files);
-            set(file_size, l.file_size);
-            set(output, l.output);
-            set(on_output_limit, l.on_output_limit);
-            set(inotify_instances, l.inotify_instances);
-            set(inotify_watches, l.inotify_watches);
-            set(queued_signals, l.queued_signals);
-            set(mqueue_bytes, l.mqueue_bytes);
-        }
-        if let Some(e) = self.env {
-            let Env { pass, set: vars } = &mut p.env;
-            set(pass, e.pass);
-            if let Some(s) = e.set {
-                vars.extend(s);
-            }
-        }
-        if let Some(s) = self.syscalls {
-            let Syscalls { unix_sockets } = &mut p.syscalls;
-            set(unix_sockets, s.unix_sockets);
-        }
-        if let Some(n) = self.network {
-            let Network {
-                mode,
-                allow,
-                deny,
-                https_only,
-                methods,
-                allow_private,
-                allow_missing_sni,
-                on_unlisted,
-                max_bytes,
-                rate_limit,
-            } = &mut p.network;
-            set(mode, n.mode);
-            set(allow, n.allow);
-            set(deny, n.deny);
-            set(https_only, n.https_only);
-            set(methods, n.methods);
-            set(allow_private, n.allow_private);
-            set(allow_missing_sni, n.allow_missing_sni);
-            set(on_unlisted, n.on_unlisted);
-            set(max_bytes, n.max_bytes);
-            set(
-                rate_limit,
-                n.rate_limit.map(|v| {
-                    v.into_iter()
-                        .map(|r| RateLimit {
-                            host: r.host,
-                            requests: r.requests,
-                            bytes: r.bytes,
-                            per: r.per.unwrap_or(DurationSpec::mins(1)),
-                        })
-                        .collect()
-                }),
-            );
-        }
-        if let Some(a) = self.audit {
-            let Audit { enabled, path } = &mut p.audit;
-            set(enabled, a.enabled);
-            set(path, a.path.map(Some));
-        }
-        if let Some(s) = self.stage {
-            let Stage {
-                refuse,
-                ask,
-                auto,
-                max_file_size,
-                max_size,
-                keep,
-            } = &mut p.stage;
-            set(refuse, s.refuse);
-            set(ask, s.ask);
-            set(auto, s.auto);
-            set(max_file_size, s.max_file_size);
-            set(max_size, s.max_size);
-            set(keep, s.keep);
-        }
-        if let Some(s) = self.scan {
-            let Scan {
-                mode,
-                rules,
-                ignore,
-            } = &mut p.scan;
-            set(mode, s.mode);
-            set(rules, s.rules);
-            set(ignore, s.ignore);
-        }
+        overlay(self.isolation, &mut p.isolation);
+        overlay(self.filesystem, &mut p.filesystem);
+        overlay(self.limits, &mut p.limits);
+        overlay(self.env, &mut p.env);
+        overlay(self.syscalls, &mut p.syscalls);
+        overlay(self.network, &mut p.network);
+        overlay(self.audit, &mut p.audit);
+        overlay(self.stage, &mut p.stage);
+        overlay(self.scan, &mut p.scan);
         set(
             &mut p.secrets,
             self.secrets.map(|v| {
@@ -439,5 +318,177 @@ impl ProfileFile {
             }),
         );
         p
+    }
+}
+
+/// A section of a profile file, applied over the same section of a
+/// profile: each key it sets replaces the profile's. The sections are
+/// destructured in full, so a field added to a profile and not applied
+/// here does not build.
+trait Overlay<T> {
+    fn apply(self, to: &mut T);
+}
+
+/// Applies `section` over `to` when the file has it.
+fn overlay<T, S: Overlay<T>>(section: Option<S>, to: &mut T) {
+    if let Some(section) = section {
+        section.apply(to);
+    }
+}
+
+impl Overlay<Isolation> for IsolationFile {
+    fn apply(self, to: &mut Isolation) {
+        let Isolation {
+            level,
+            allow_weaker,
+        } = to;
+        set(level, self.level);
+        set(allow_weaker, self.allow_weaker);
+    }
+}
+
+impl Overlay<Filesystem> for FilesystemFile {
+    fn apply(self, to: &mut Filesystem) {
+        let Filesystem {
+            cwd,
+            read_only,
+            read_write,
+            tmp_size,
+            tmp_inodes,
+            protect_host_tools,
+        } = to;
+        set(cwd, self.cwd);
+        set(read_only, self.read_only);
+        set(read_write, self.read_write);
+        set(tmp_size, self.tmp_size);
+        set(tmp_inodes, self.tmp_inodes);
+        set(protect_host_tools, self.protect_host_tools);
+    }
+}
+
+impl Overlay<Limits> for LimitsFile {
+    fn apply(self, to: &mut Limits) {
+        let Limits {
+            timeout,
+            cpu_time,
+            memory,
+            pids,
+            open_files,
+            file_size,
+            output,
+            on_output_limit,
+            inotify_instances,
+            inotify_watches,
+            queued_signals,
+            mqueue_bytes,
+        } = to;
+        set(timeout, self.timeout);
+        set(cpu_time, self.cpu_time);
+        set(memory, self.memory);
+        set(pids, self.pids);
+        set(open_files, self.open_files);
+        set(file_size, self.file_size);
+        set(output, self.output);
+        set(on_output_limit, self.on_output_limit);
+        set(inotify_instances, self.inotify_instances);
+        set(inotify_watches, self.inotify_watches);
+        set(queued_signals, self.queued_signals);
+        set(mqueue_bytes, self.mqueue_bytes);
+    }
+}
+
+impl Overlay<Env> for EnvFile {
+    fn apply(self, to: &mut Env) {
+        let Env { pass, set: vars } = to;
+        set(pass, self.pass);
+        if let Some(s) = self.set {
+            vars.extend(s);
+        }
+    }
+}
+
+impl Overlay<Syscalls> for SyscallsFile {
+    fn apply(self, to: &mut Syscalls) {
+        let Syscalls { unix_sockets } = to;
+        set(unix_sockets, self.unix_sockets);
+    }
+}
+
+impl Overlay<Network> for NetworkFile {
+    fn apply(self, to: &mut Network) {
+        let Network {
+            mode,
+            allow,
+            deny,
+            https_only,
+            methods,
+            allow_private,
+            allow_missing_sni,
+            on_unlisted,
+            max_bytes,
+            rate_limit,
+        } = to;
+        set(mode, self.mode);
+        set(allow, self.allow);
+        set(deny, self.deny);
+        set(https_only, self.https_only);
+        set(methods, self.methods);
+        set(allow_private, self.allow_private);
+        set(allow_missing_sni, self.allow_missing_sni);
+        set(on_unlisted, self.on_unlisted);
+        set(max_bytes, self.max_bytes);
+        set(
+            rate_limit,
+            self.rate_limit.map(|v| {
+                v.into_iter()
+                    .map(|r| RateLimit {
+                        host: r.host,
+                        requests: r.requests,
+                        bytes: r.bytes,
+                        per: r.per.unwrap_or(DurationSpec::mins(1)),
+                    })
+                    .collect()
+            }),
+        );
+    }
+}
+
+impl Overlay<Audit> for AuditFile {
+    fn apply(self, to: &mut Audit) {
+        let Audit { enabled, path } = to;
+        set(enabled, self.enabled);
+        set(path, self.path.map(Some));
+    }
+}
+
+impl Overlay<Stage> for StageFile {
+    fn apply(self, to: &mut Stage) {
+        let Stage {
+            refuse,
+            ask,
+            auto,
+            max_file_size,
+            max_size,
+            keep,
+        } = to;
+        set(refuse, self.refuse);
+        set(ask, self.ask);
+        set(auto, self.auto);
+        set(max_file_size, self.max_file_size);
+        set(max_size, self.max_size);
+        set(keep, self.keep);
+    }
+}
+
+impl Overlay<Scan> for ScanFile {
+    fn apply(self, to: &mut Scan) {
+        let Scan {
+            mode,
+            rules,
+            ignore,
+        } = to;
+        set(mode, self.mode);
+        set(rules, self.rules);
+        set(ignore, self.ignore);
     }
 }
