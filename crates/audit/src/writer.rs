@@ -29,7 +29,9 @@ pub struct WriterOptions {
     /// (unless a flush or close comes first). Zero commits at once. A short
     /// run whose start and end arrive within the delay costs one durable
     /// commit instead of two; a crash within the delay loses only those
-    /// records, as with any record not yet flushed.
+    /// records, as with any record not yet flushed. Appends do not end
+    /// the delay (they wake nobody): a burst waits in the queue for it,
+    /// then goes in batches of `max_batch`.
     pub commit_delay: Duration,
     /// Append batches to the spool (`<db>.spool`) instead of committing
     /// them through SQLite, which is then opened only when the spool's
@@ -478,23 +480,10 @@ impl Worker {
                         break;
                     }
                     std::thread::park_timeout(left);
-                    while close.is_none()
-                        && waiters.is_empty()
-                        && self.pending.len() < self.opts.max_batch
-                    {
-                        match rx.try_recv() {
-                            Ok(m) => self.take(m, &mut waiters, &mut close),
-                            Err(_) => break,
-                        }
-                    }
+                    self.take_queued(&rx, &mut waiters, &mut close);
                 }
             }
-            while close.is_none() && self.pending.len() < self.opts.max_batch {
-                match rx.try_recv() {
-                    Ok(m) => self.take(m, &mut waiters, &mut close),
-                    Err(_) => break,
-                }
-            }
+            self.take_queued(&rx, &mut waiters, &mut close);
             if close.is_some() {
                 // Last chance: a few retries before giving up.
                 for attempt in 0..5 {
@@ -521,6 +510,22 @@ impl Worker {
         }
         // Every sender is gone without Close: commit what is left.
         self.commit();
+    }
+
+    /// Take what is queued, without waiting, until a close comes or the
+    /// batch is full.
+    fn take_queued(
+        &mut self,
+        rx: &Receiver<Msg>,
+        waiters: &mut Vec<Done>,
+        close: &mut Option<Reply>,
+    ) {
+        while close.is_none() && self.pending.len() < self.opts.max_batch {
+            match rx.try_recv() {
+                Ok(m) => self.take(m, waiters, close),
+                Err(_) => break,
+            }
+        }
     }
 
     fn take(&mut self, m: Msg, waiters: &mut Vec<Done>, close: &mut Option<Reply>) {
