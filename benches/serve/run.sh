@@ -4,7 +4,8 @@
 #   bwrap    bwrap --unshare-all /bin/true (the yardstick)
 #   cordon   a warm pool's create + exec /bin/true + delete over the unix
 #            socket with a keep-alive client; exec /bin/true in an existing
-#            session; a code-context cell `1+1`; N clients at once doing
+#            session, back to back and 5 ms apart (bare exec also paced);
+#            a code-context cell `1+1`; N clients at once doing
 #            create + exec + delete (p99, errors, pool hit ratio); host
 #            memory per idle session and the server's RSS.
 #

@@ -116,9 +116,25 @@ fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// The pause before each paced run: an agent's next command comes after
+/// it has read the last one's result, not back to back.
+const PACE: Duration = Duration::from_millis(5);
+
 fn time_command(program: &str, args: &[&str], runs: usize) -> Vec<f64> {
+    time_command_paced(program, args, runs, None)
+}
+
+fn time_command_paced(
+    program: &str,
+    args: &[&str],
+    runs: usize,
+    pause: Option<Duration>,
+) -> Vec<f64> {
     (0..runs)
         .map(|_| {
+            if let Some(p) = pause {
+                std::thread::sleep(p);
+            }
             let t = Instant::now();
             let status = Command::new(program).args(args).status().unwrap();
             assert!(status.success(), "{program} failed");
@@ -284,8 +300,10 @@ fn main() {
         .unwrap()
         .to_owned();
     let exec_path = format!("/v1/sandboxes/{id}/exec");
-    let mut exec = Vec::new();
-    for _ in 0..runs {
+    let mut exec_one = |pause: Option<Duration>| {
+        if let Some(p) = pause {
+            std::thread::sleep(p);
+        }
         let t = Instant::now();
         conn.json(
             "POST",
@@ -293,11 +311,26 @@ fn main() {
             Some(&json!({"argv": ["/bin/true"]})),
             200,
         );
-        exec.push(t.elapsed().as_secs_f64() * 1000.0);
-    }
+        t.elapsed().as_secs_f64() * 1000.0
+    };
+    let mut exec: Vec<f64> = (0..runs).map(|_| exec_one(None)).collect();
+    let mut paced: Vec<f64> = (0..runs).map(|_| exec_one(Some(PACE))).collect();
     report(
         "exec /bin/true in an existing session",
         &mut exec,
+        json!({}),
+    );
+    // The same with a pause before each, and bare exec paced the same way
+    // (an idle core is slower to wake, for both).
+    let mut bare_paced = time_command_paced("/bin/true", &[], runs, Some(PACE));
+    report(
+        "bare exec /bin/true, 5 ms apart",
+        &mut bare_paced,
+        json!({}),
+    );
+    report(
+        "exec /bin/true in an existing session, 5 ms apart",
+        &mut paced,
         json!({}),
     );
     let ctx = conn.json(
