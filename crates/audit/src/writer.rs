@@ -468,19 +468,23 @@ impl Worker {
                 // a sender wakes a thread blocked in `recv`, and a record
                 // appended in the delay needs nobody awake (a server's exec
                 // appends three, on the cores the command runs on). A flush
-                // or a close wakes the writer (`AuditWriter::wake`); what
-                // came meanwhile is taken after each wake-up.
+                // or a close sends its message, then wakes the writer
+                // (`AuditWriter::wake`). The queue is looked at before every
+                // sleep: a wake-up that came while the writer was still in
+                // `recv` was taken by the channel's own wait, and its
+                // message would otherwise sleep out the whole delay.
                 let until = Instant::now() + self.opts.commit_delay;
-                while close.is_none()
-                    && waiters.is_empty()
-                    && self.pending.len() < self.opts.max_batch
-                {
+                loop {
+                    self.take_queued(&rx, &mut waiters, &mut close);
                     let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
+                    if close.is_some()
+                        || !waiters.is_empty()
+                        || self.pending.len() >= self.opts.max_batch
+                        || left.is_zero()
+                    {
                         break;
                     }
                     std::thread::park_timeout(left);
-                    self.take_queued(&rx, &mut waiters, &mut close);
                 }
             }
             self.take_queued(&rx, &mut waiters, &mut close);

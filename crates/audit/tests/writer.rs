@@ -247,3 +247,26 @@ fn inline_writer_commits_only_when_told() {
         assert_eq!(view.code.unwrap().data, b"print(1)");
     }
 }
+
+/// A flush that comes while the writer is still waking from its wait for
+/// the first record: its wake-up may be taken by that wait, and the
+/// writer must still see the flush before it sleeps out the delay.
+#[test]
+fn a_flush_right_after_the_first_record_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open_with(&path, delayed(Duration::from_secs(3))).unwrap();
+    for i in 0..200usize {
+        let t = Instant::now();
+        w.append("r1", started(i)).unwrap();
+        assert_eq!(w.flush().unwrap().seq, i as u64 + 1);
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "flush {i} waited {:?}",
+            t.elapsed()
+        );
+        // Let the writer go back to waiting for the next first record.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    w.close().unwrap();
+}
