@@ -21,23 +21,12 @@ while [ $# -gt 0 ]; do
 done
 [ -z "$perf_out" ] || command -v perf >/dev/null || { echo "missing: perf (apt-get install linux-perf)" >&2; exit 1; }
 
-work="$(mktemp -d)"
-server_pid=""
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
-{ cargo build --release -q -p cordon && cargo build --release -q -p cordon-server --example serve_bench; } 2>"$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
-cordon="$CARGO_TARGET_DIR/release/cordon"
+. "$root/benches/serve/serve_lib.sh"
+(cargo build --release -q -p cordon-server --example serve_bench) 2>"$work/build.log" ||
+  { cat "$work/build.log" >&2; exit 1; }
 bench="$CARGO_TARGET_DIR/release/examples/serve_bench"
-
-socket="$work/cordon.sock"
-CORDON_STATE_DIR="$work/state" "$cordon" serve --socket "$socket" --audit "$work/audit.db" \
-  --warm $((clients + 8)) --max-sandboxes $((clients + 64)) --max-connections $((clients + 64)) \
-  >"$work/serve.out" 2>"$work/serve.err" &
-server_pid=$!
-for _ in $(seq 100); do [ -s "$work/serve.out" ] && break; sleep 0.1; done
-[ -s "$work/serve.out" ] || { echo "the server did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
+serve_start --audit "$work/audit.db" --warm $((clients + 8)) \
+  --max-sandboxes $((clients + 64)) --max-connections $((clients + 64))
 
 for i in $(seq "$bursts"); do
   # serve_bench waits for the pool to be full before it measures.
