@@ -34,6 +34,10 @@ pub struct Observed<'a> {
     pub processes: usize,
     /// The most threads one process had (0: unknown).
     pub most_threads: usize,
+    /// The most tasks (processes and threads) the sandbox held at once,
+    /// from its pids cgroup (None: no cgroup, or a kernel without the
+    /// counter).
+    pub peak_tasks: Option<u64>,
     /// Does a path exist on the host (injected for tests).
     pub exists: &'a dyn Fn(&Path) -> bool,
 }
@@ -67,15 +71,28 @@ fn memory_line(peak: Option<u64>, address_space: u64) -> String {
 }
 
 /// The process limit, which counts threads (the pids cgroup and
-/// RLIMIT_NPROC alike): four times the processes seen, plus the threads
-/// the busiest one had beside its main one, at least 32.
-fn pids_line(processes: usize, most_threads: usize) -> String {
-    let tasks = processes + most_threads.saturating_sub(1);
+/// RLIMIT_NPROC alike): four times the tasks the run held at once, at
+/// least 32. That peak is the pids cgroup's own count where the learning
+/// run had one; without it, the processes seen plus the threads the
+/// busiest one had beside its main one, which misses processes that ran
+/// their threads at the same time.
+fn pids_line(processes: usize, most_threads: usize, peak_tasks: Option<u64>) -> String {
+    let estimate = processes + most_threads.saturating_sub(1);
+    let seen = format!(
+        "{processes} process(es) seen opening or executing files, the busiest with {most_threads} thread(s)"
+    );
+    let (tasks, why) = match peak_tasks.and_then(|p| usize::try_from(p).ok()) {
+        Some(peak) => (
+            peak.max(estimate),
+            format!("{peak} task(s) at once (the pids cgroup's peak); {seen}"),
+        ),
+        None => (
+            estimate,
+            format!("{seen}; tasks at once not counted (no pids cgroup)"),
+        ),
+    };
     let pids = (tasks * 4).max(32);
-    format!(
-        "pids = {pids}  # {processes} process(es) seen opening or executing files, the busiest with \
-         {most_threads} thread(s); x4, at least 32\n"
-    )
+    format!("pids = {pids}  # {why}; x4, at least 32\n")
 }
 
 /// One grant with the reason for it.
@@ -292,7 +309,7 @@ pub fn profile(o: &Observed<'_>) -> (String, Files) {
         "cpu_time = \"{cpu_time}s\"  # it used {cpu:.2} s of CPU; x3, at least the timeout"
     );
     t.push_str(&memory_line(o.peak_memory, o.peak_address_space));
-    t.push_str(&pids_line(o.processes, o.most_threads));
+    t.push_str(&pids_line(o.processes, o.most_threads, o.peak_tasks));
 
     t.push_str("\n[network]\n");
     if o.hosts.is_empty() {
@@ -390,6 +407,7 @@ mod tests {
             peak_address_space: 40 * MIB,
             processes: 1,
             most_threads: 1,
+            peak_tasks: None,
             exists: &exists,
         };
         let (text, f) = profile(&o);
@@ -438,8 +456,16 @@ mod tests {
         );
         assert!(text.contains("pids = 32  # 1 process(es)"), "{text}");
         assert!(
-            pids_line(2, 20).starts_with("pids = 84"),
+            pids_line(2, 20, None).starts_with("pids = 84"),
             "threads count: (2 processes + 19 more threads) x4"
+        );
+        assert!(
+            pids_line(2, 20, Some(150)).starts_with("pids = 600"),
+            "the cgroup's peak counts processes that ran threads at once"
+        );
+        assert!(
+            pids_line(2, 20, Some(3)).starts_with("pids = 84"),
+            "a peak below what was seen does not lower the limit"
         );
         let p = cordon_policy::Profile::from_toml_str(&text, "learned.toml").expect("loads");
         assert_eq!(p.filesystem.read_write, vec![PathBuf::from("/w/out")]);

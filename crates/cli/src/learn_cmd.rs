@@ -113,6 +113,7 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
         peak_memory: outcome.peak_memory,
         peak_address_space: outcome.observed_peak_address_space,
         most_threads: usize::try_from(outcome.observed_most_threads).unwrap_or(usize::MAX),
+        peak_tasks: outcome.peak_tasks,
         processes: usize::try_from(outcome.observed_processes).unwrap_or(usize::MAX),
         exists: &exists,
     };

@@ -363,3 +363,64 @@ int main(void) {
     assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("40 THREADS"));
 }
+
+/// Eight processes that each run 24 threads at the same time (about 200
+/// tasks at once). Learned from the processes and their busiest one alone
+/// (9 + 24 tasks, x4 = 132) the process limit would stop them; with a
+/// pids cgroup the learning run's peak count of tasks sets it, and the
+/// profile runs the program. Without one (the rootless pass here) the
+/// profile says the peak was not counted.
+#[test]
+fn a_learned_process_limit_counts_processes_that_run_threads_at_once() {
+    if ready() {
+        return;
+    }
+    let tools = Workdir::new_in("/var/tmp");
+    let tool = tools.compile_c(
+        "forks_threads",
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *nap(void *arg) { (void)arg; usleep(300000); return 0; }
+static int child(void) {
+    pthread_t t[24];
+    for (int i = 0; i < 24; i++)
+        if (pthread_create(&t[i], 0, nap, 0) != 0) return 1;
+    for (int i = 0; i < 24; i++) pthread_join(t[i], 0);
+    return 0;
+}
+int main(void) {
+    for (int i = 0; i < 8; i++) {
+        pid_t p = fork();
+        if (p < 0) { puts("fork failed"); return 1; }
+        if (p == 0) _exit(child());
+    }
+    int failed = 0, status;
+    while (wait(&status) > 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed++;
+    if (failed) { printf("%d children could not start their threads\n", failed); return 1; }
+    puts("8 x 24 THREADS");
+    return 0;
+}
+"#,
+    );
+    let tool = tool.to_str().unwrap();
+    let probe = tools.run(&[], &["/bin/true"]);
+    let (root, learned, profile) = learn_a_program(tool);
+    if cgroup_controls(&probe, "pids") {
+        assert!(
+            learned.contains("at once (the pids cgroup's peak)"),
+            "{learned}"
+        );
+        assert!(profile.limits.pids >= 4 * 190, "{learned}");
+        let o = cordon(root.path(), &["run", "--profile", "p.toml", "--", tool]);
+        assert_eq!(o.status.code(), Some(0), "{}\n{learned}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("8 x 24 THREADS"));
+    } else {
+        assert!(
+            learned.contains("tasks at once not counted (no pids cgroup)"),
+            "{learned}"
+        );
+    }
+}

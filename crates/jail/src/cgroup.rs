@@ -355,6 +355,10 @@ pub struct Stats {
     pub oom_kills: Option<u64>,
     /// None without a pids controller: no counter to read.
     pub pids_limit_hits: Option<u64>,
+    /// The most tasks (processes and threads) the group held at once
+    /// (`pids.peak`); None without a pids controller or on a kernel
+    /// without the file.
+    pub peak_tasks: Option<u64>,
     pub user_usec: Option<u64>,
     pub system_usec: Option<u64>,
 }
@@ -561,6 +565,7 @@ impl Cgroup {
         }
         if let Some((_, dir)) = &self.pids {
             s.pids_limit_hits = Some(read_key(&dir.join("pids.events"), "max").unwrap_or(0));
+            s.peak_tasks = read_u64(&dir.join("pids.peak"));
         }
         if let Some((v, dir)) = &self.cpu {
             match v {

@@ -29,6 +29,10 @@ pub struct Outcome {
     /// single process (rusage) when no cgroup was used.
     pub peak_memory: Option<u64>,
     pub peak_memory_source: Option<String>,
+    /// The most tasks (processes and threads) the sandbox held at once,
+    /// from its pids cgroup; None without one (rlimits keep no such count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_tasks: Option<u64>,
     pub stdout: StreamStats,
     pub stderr: StreamStats,
     /// Limit breaches observed by the kernel's counters.

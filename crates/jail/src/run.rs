@@ -546,6 +546,7 @@ impl Running {
             system_time: usage.system_time,
             peak_memory: usage.peak_memory,
             peak_memory_source: usage.peak_memory_source,
+            peak_tasks: stats.peak_tasks,
             stdout: sup.out[0],
             stderr: sup.out[1],
             breaches,
