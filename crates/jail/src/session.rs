@@ -180,12 +180,29 @@ pub fn send_message(
 pub fn recv_message<T: DeserializeOwned>(
     socket: BorrowedFd<'_>,
 ) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    RECEIVE_BUFFER.with_borrow_mut(|buf| receive_into(socket, buf))
+}
+
+thread_local! {
+    /// One receive buffer per thread, zeroed once. A fresh one per message
+    /// cost a 60 KiB `memset`, and in a process just forked (a session's
+    /// init, its leaders and waiting workloads) up to 15 copy-on-write
+    /// page faults besides: the received bytes touch one or two pages.
+    /// A workload sharing its leader's memory and thread block receives
+    /// only while the leader is stopped (`sys::spawn_sharing_memory`).
+    static RECEIVE_BUFFER: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(vec![0u8; MAX_MESSAGE_BYTES + 1]);
+}
+
+fn receive_into<T: DeserializeOwned>(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_MESSAGE_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
-    let mut buf = vec![0u8; MAX_MESSAGE_BYTES + 1];
     let msg = recvmsg(
         socket,
-        &mut [IoSliceMut::new(&mut buf)],
+        &mut [IoSliceMut::new(buf)],
         &mut control,
         RecvFlags::CMSG_CLOEXEC,
     )?;

@@ -36,6 +36,37 @@ fn mem_available_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Busy CPU time of the whole machine so far (every process, the
+/// kernel's workers too), from /proc/stat, in milliseconds.
+fn machine_busy_ms() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle,
+    // iowait and steal; USER_HZ is 100 on Linux.
+    let busy: u64 = ticks
+        .iter()
+        .take(7)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    busy as f64 * 10.0
+}
+
+fn report_cpu(name: &str, busy_ms: f64, n: usize) {
+    println!(
+        "{name:<40} {:>7.3} ms of CPU each (whole machine, /proc/stat)",
+        busy_ms / n as f64
+    );
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -76,14 +107,18 @@ fn main() {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             ..ExecRequest::default()
         };
+        let bare_busy = machine_busy_ms();
         let mut bare = Vec::new();
         for _ in 0..n {
             let t = Instant::now();
             let _ = std::process::Command::new("/bin/true").status();
             bare.push(t.elapsed());
         }
+        let bare_busy = machine_busy_ms() - bare_busy;
         report("bare exec /bin/true", &mut bare);
+        report_cpu("  CPU per exec", bare_busy, n);
 
+        let cycle_busy = machine_busy_ms();
         let mut cycle = Vec::new();
         let (mut c_create, mut c_exec, mut c_delete) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..n {
@@ -106,7 +141,9 @@ fn main() {
             c_exec.push(t2 - t1);
             c_delete.push(t2.elapsed());
         }
+        let cycle_busy = machine_busy_ms() - cycle_busy;
         report("pooled create + exec true + delete", &mut cycle);
+        report_cpu("  CPU per cycle, the pool's refill too", cycle_busy, n);
         report("  of which create (claim)", &mut c_create);
         report("  of which exec", &mut c_exec);
         report("  of which delete", &mut c_delete);
@@ -116,6 +153,7 @@ fn main() {
             .create(CreateSession { spec: base.clone(), idle_timeout: None, ttl: None, owner: String::new() })
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        let exec_busy = machine_busy_ms();
         let mut exec = Vec::new();
         for _ in 0..n {
             let t = Instant::now();
@@ -123,7 +161,9 @@ fn main() {
             p.wait().await;
             exec.push(t.elapsed());
         }
+        let exec_busy = machine_busy_ms() - exec_busy;
         report("exec /bin/true in a live session", &mut exec);
+        report_cpu("  CPU per exec", exec_busy, n);
         // The same with a pause before each: the next exec's pair is
         // ready when its order comes, as between an agent's calls.
         let mut paused = Vec::new();
