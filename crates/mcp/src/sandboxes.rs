@@ -290,7 +290,7 @@ impl Sandboxes {
                 .inner
                 .engine
                 .session(&id)
-                .is_none_or(|s| s.info().ended.is_some());
+                .is_none_or(|s| s.ended().is_some());
             if gone {
                 self.forget(&id).await;
                 self.inner.audit.sandbox_ended("mcp", &id, "ended", true);

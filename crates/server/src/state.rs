@@ -228,9 +228,7 @@ impl AppState {
                 .engine()?
                 .sessions()
                 .iter()
-                .filter(|s| {
-                    s.owner() == name && s.info().state == cordon_session::SessionState::Running
-                })
+                .filter(|s| s.owner() == name && s.ended().is_none())
                 .count();
             let mut reserved = self
                 .inner

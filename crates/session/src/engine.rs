@@ -572,8 +572,15 @@ impl Session {
         &self.owner
     }
 
+    /// How the session ended, if it has. Unlike [`Session::info`] this
+    /// reads nothing from the session's groups: for sweeps over every
+    /// session.
+    pub fn ended(&self) -> Option<EndCause> {
+        self.ended.lock().ok().and_then(|e| *e)
+    }
+
     pub fn info(&self) -> SessionInfo {
-        let ended = self.ended.lock().ok().and_then(|e| *e);
+        let ended = self.ended();
         let usage = cordon_jail::session::current_usage(&self.cgroup_dirs);
         let execs_total = self.processes.lock().map_or(0, |l| l.len()) as u64;
         SessionInfo {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use cordon_session::{CreateSession, EndCause, Session, SessionState};
+use cordon_session::{CreateSession, EndCause, Session};
 use serde_json::json;
 
 use crate::auth::Caller;
@@ -257,11 +257,7 @@ pub fn reap(state: &AppState) {
     for id in state.meta_ids() {
         let end_cause = match engine.session(&id) {
             None => Some("gone".to_owned()),
-            Some(s) => {
-                let info = s.info();
-                (info.state == SessionState::Ended)
-                    .then(|| info.ended.as_ref().map_or("ended".into(), word))
-            }
+            Some(s) => s.ended().map(|cause| word(&cause)),
         };
         if let Some(cause) = end_cause {
             ended(state, &id);
