@@ -34,10 +34,8 @@ pub struct Observed<'a> {
     pub processes: usize,
     /// The most threads one process had (0: unknown).
     pub most_threads: usize,
-    /// The most tasks (processes and threads) the sandbox held at once,
-    /// from its pids cgroup (None: no cgroup, or a kernel without the
-    /// counter).
-    pub peak_tasks: Option<u64>,
+    /// The most tasks (processes and threads) the sandbox held at once.
+    pub peak_tasks: PeakTasks,
     /// Does a path exist on the host (injected for tests).
     pub exists: &'a dyn Fn(&Path) -> bool,
 }
@@ -76,23 +74,53 @@ fn memory_line(peak: Option<u64>, address_space: u64) -> String {
 /// run had one; without it, the processes seen plus the threads the
 /// busiest one had beside its main one, which misses processes that ran
 /// their threads at the same time.
-fn pids_line(processes: usize, most_threads: usize, peak_tasks: Option<u64>) -> String {
+fn pids_line(processes: usize, most_threads: usize, peak_tasks: PeakTasks) -> String {
     let estimate = processes + most_threads.saturating_sub(1);
     let seen = format!(
         "{processes} process(es) seen opening or executing files, the busiest with {most_threads} thread(s)"
     );
-    let (tasks, why) = match peak_tasks.and_then(|p| usize::try_from(p).ok()) {
-        Some(peak) => (
-            peak.max(estimate),
-            format!("{peak} task(s) at once (the pids cgroup's peak); {seen}"),
-        ),
-        None => (
+    let not_counted = |why: &str| {
+        (
             estimate,
-            format!("{seen}; tasks at once not counted (no pids cgroup)"),
-        ),
+            format!("{seen}; tasks at once not counted ({why})"),
+        )
+    };
+    let (tasks, why) = match peak_tasks {
+        PeakTasks::Counted(peak) => {
+            let peak = usize::try_from(peak).unwrap_or(usize::MAX);
+            (
+                peak.max(estimate),
+                format!("{peak} task(s) at once (the pids cgroup's peak); {seen}"),
+            )
+        }
+        PeakTasks::NoPidsCgroup => not_counted("no pids cgroup"),
+        PeakTasks::NoCounter => not_counted("this kernel's pids cgroup has no pids.peak"),
     };
     let pids = (tasks * 4).max(32);
     format!("pids = {pids}  # {why}; x4, at least 32\n")
+}
+
+/// What the learning run knows of the tasks it held at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeakTasks {
+    /// The pids cgroup's peak (`pids.peak`).
+    Counted(u64),
+    /// Processes were limited by RLIMIT_NPROC: nothing counted them.
+    NoPidsCgroup,
+    /// A pids cgroup, on a kernel that keeps no peak for it.
+    NoCounter,
+}
+
+impl PeakTasks {
+    /// From a run's outcome: `peak` is `pids.peak`, `pids_cgroup` whether
+    /// a pids cgroup was in force.
+    pub fn of(peak: Option<u64>, pids_cgroup: bool) -> PeakTasks {
+        match (peak, pids_cgroup) {
+            (Some(p), _) => PeakTasks::Counted(p),
+            (None, true) => PeakTasks::NoCounter,
+            (None, false) => PeakTasks::NoPidsCgroup,
+        }
+    }
 }
 
 /// One grant with the reason for it.
@@ -407,7 +435,7 @@ mod tests {
             peak_address_space: 40 * MIB,
             processes: 1,
             most_threads: 1,
-            peak_tasks: None,
+            peak_tasks: PeakTasks::NoPidsCgroup,
             exists: &exists,
         };
         let (text, f) = profile(&o);
@@ -456,17 +484,29 @@ mod tests {
         );
         assert!(text.contains("pids = 32  # 1 process(es)"), "{text}");
         assert!(
-            pids_line(2, 20, None).starts_with("pids = 84"),
+            pids_line(2, 20, PeakTasks::NoPidsCgroup).starts_with("pids = 84"),
             "threads count: (2 processes + 19 more threads) x4"
         );
         assert!(
-            pids_line(2, 20, Some(150)).starts_with("pids = 600"),
+            pids_line(2, 20, PeakTasks::Counted(150)).starts_with("pids = 600"),
             "the cgroup's peak counts processes that ran threads at once"
         );
         assert!(
-            pids_line(2, 20, Some(3)).starts_with("pids = 84"),
+            pids_line(2, 20, PeakTasks::Counted(3)).starts_with("pids = 84"),
             "a peak below what was seen does not lower the limit"
         );
+        for (peak, cgroup, reason) in [
+            (None, false, "tasks at once not counted (no pids cgroup)"),
+            (
+                None,
+                true,
+                "tasks at once not counted (this kernel's pids cgroup has no pids.peak)",
+            ),
+            (Some(7), true, "7 task(s) at once (the pids cgroup's peak)"),
+        ] {
+            let line = pids_line(2, 20, PeakTasks::of(peak, cgroup));
+            assert!(line.contains(reason), "{peak:?} {cgroup}: {line}");
+        }
         let p = cordon_policy::Profile::from_toml_str(&text, "learned.toml").expect("loads");
         assert_eq!(p.filesystem.read_write, vec![PathBuf::from("/w/out")]);
         assert_eq!(p.network.allow.len(), 1);

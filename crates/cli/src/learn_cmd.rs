@@ -113,7 +113,12 @@ pub fn run(args: LearnArgs) -> anyhow::Result<u8> {
         peak_memory: outcome.peak_memory,
         peak_address_space: outcome.observed_peak_address_space,
         most_threads: usize::try_from(outcome.observed_most_threads).unwrap_or(usize::MAX),
-        peak_tasks: outcome.peak_tasks,
+        // The pids cgroup's own counter of refusals is there exactly when
+        // one was in force.
+        peak_tasks: learn::PeakTasks::of(
+            outcome.peak_tasks,
+            outcome.breaches.pids_limit_hits.is_some(),
+        ),
         processes: usize::try_from(outcome.observed_processes).unwrap_or(usize::MAX),
         exists: &exists,
     };
