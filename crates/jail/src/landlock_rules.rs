@@ -186,13 +186,17 @@ pub(crate) fn prepare(
     // Checked: a number that is not the ruleset is never kept in its place.
     let fd = fd.filter(|fd| {
         std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .is_ok_and(|l| l.as_os_str() == "anon_inode:landlock-ruleset")
+            .is_ok_and(|l| l.as_os_str() == RULESET_LINK)
     });
     Ok(Prepared {
         created: Some(created),
         fd,
     })
 }
+
+/// What `/proc/self/fd/N` reads for a Landlock ruleset (the kernel names
+/// the anonymous inode `[landlock-ruleset]`).
+const RULESET_LINK: &str = "anon_inode:[landlock-ruleset]";
 
 /// The lowest descriptor number not in use.
 fn lowest_free_fd() -> Option<std::os::fd::RawFd> {
@@ -219,5 +223,37 @@ fn enforce(created: RulesetCreated) -> Result<Applied, String> {
         }),
         RulesetStatus::PartiallyEnforced => Ok(Applied { abi, fully: false }),
         RulesetStatus::FullyEnforced => Ok(Applied { abi, fully: true }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's init prepares its workloads' ruleset once and keeps it
+    /// by its descriptor number. When the number is not recognised as the
+    /// ruleset (the name compared was once missing the kernel's brackets),
+    /// nothing is kept and every exec builds its own ruleset again: about
+    /// 60 system calls, path lookups among them.
+    #[test]
+    fn a_prepared_ruleset_is_kept_by_its_descriptor() {
+        if kernel_abi() == 0 {
+            assert!(
+                std::env::var_os("CORDON_TESTS_REQUIRE_ALL").is_none(),
+                "this kernel has no Landlock"
+            );
+            println!("SKIPPED: this kernel has no Landlock");
+            return;
+        }
+        let rules = [PathRule {
+            path: "/usr".into(),
+            access: PathAccess::ReadExec,
+        }];
+        // Another test's thread may take the probed number first: the
+        // number is then rightly not kept, so a few tries.
+        let kept = (0..5).any(|_| {
+            prepare(&rules, true, None, false).is_ok_and(|p| p.keepable() && p.raw_fd().is_some())
+        });
+        assert!(kept, "the prepared ruleset's descriptor is never kept");
     }
 }

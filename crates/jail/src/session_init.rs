@@ -683,7 +683,21 @@ fn leader_main(
             sys::exit_now(125)
         }
     };
+    let_go_of_the_ruleset(ctx);
     lead(workload, rfd, line, &set)
+}
+
+/// Close this leader's copy of the workloads' Landlock ruleset once its
+/// workload has enforced it (the workload runs its command by now): while
+/// the command runs, only the init holds the ruleset, to which rules
+/// could be added. The leader never drops the `Prepared` that named the
+/// descriptor: it leaves by `_exit`.
+pub(crate) fn let_go_of_the_ruleset(ctx: &ChildContext<'_>) {
+    if let Some(fd) = ctx.landlock.and_then(|l| l.raw_fd()) {
+        // SAFETY: closing this process's own copy, which nothing in it
+        // uses again.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// Start the command's process with `start`; at the process limit, give

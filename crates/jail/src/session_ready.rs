@@ -168,6 +168,7 @@ fn leader_main(ctx: &ChildContext<'_>, from_init: OwnedFd, for_workload: OwnedFd
         Err(_) => sys::exit_now(125),
     };
     drop(for_workload);
+    crate::session_init::let_go_of_the_ruleset(ctx);
     let fds = match recv_message::<()>(from_init.as_fd()) {
         Ok(Some(((), fds))) => fds,
         _ => sys::exit_now(0),

@@ -831,6 +831,81 @@ async fn pool_items_are_single_use(engine: &Engine) {
 }
 
 /// The cases, for `--list` (the CI's rootless pass asks every test binary).
+/// Lists every descriptor the command can read in `/proc/*/fd` that is a
+/// Landlock ruleset, and counts the links it could read. A session's init
+/// keeps the workloads' ruleset open (each exec enforces a duplicate): a
+/// command that opened it could add rules to it and widen every later
+/// exec of the session.
+const RULESET_PROBE: &str = "n=0; for f in /proc/[0-9]*/fd/*; do \
+    l=$(readlink \"$f\" 2>/dev/null) || continue; n=$((n+1)); \
+    case $l in *landlock-ruleset*) echo \"found $f\";; esac; done; echo \"read $n\"";
+
+/// Runs the probe in `session` and fails if it finds a ruleset; it must
+/// have read the links of its own descriptors at least.
+async fn probe_finds_no_ruleset(session: &Session, what: &str) {
+    let (exit, out, err) = run(session, &["sh", "-c", RULESET_PROBE]).await;
+    assert_eq!(exit.exit_code, 0, "{what}: {exit:?} {err}");
+    let read: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("read "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: {out}"));
+    assert!(read >= 3, "{what}: the probe read its own links: {out}");
+    assert!(!out.contains("found"), "{what}: a ruleset in reach: {out}");
+}
+
+/// Rulesets held by the host's processes whose descriptors this process
+/// may read.
+fn rulesets_held() -> usize {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    procs
+        .flatten()
+        .filter_map(|p| std::fs::read_dir(p.path().join("fd")).ok())
+        .flat_map(|fds| fds.flatten())
+        .filter(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|l| l.as_os_str() == "anon_inode:[landlock-ruleset]")
+        })
+        .count()
+}
+
+/// The command reaches no copy of the ruleset: its own descriptors are
+/// close-on-exec, its leader closes its copy once the command runs (the
+/// probe looks in two execs, while each one's leader lives), and the
+/// init's are closed to it by the kernel's rules for ptrace access: the
+/// init holds capabilities the command lacks, it is not dumpable, and
+/// Landlock refuses a sandboxed process access to processes outside its
+/// domain.
+async fn a_command_cannot_reach_the_sessions_landlock_ruleset(engine: &Engine) {
+    let sb = create(engine).await;
+    for i in 0..2 {
+        probe_finds_no_ruleset(&sb, &format!("exec {i}")).await;
+    }
+    delete(engine, &sb).await;
+}
+
+/// The same with Landlock and the undumpable init turned off: the init,
+/// dumpable now, is seen from the host to hold the ruleset (the probe
+/// looks for something that is there), and the capability rule alone
+/// keeps it from the command. The two layers turned off here cannot be
+/// shown alone: the init needs its capabilities, and the rule is the
+/// kernel's.
+async fn capabilities_alone_keep_the_ruleset_from_a_command(engine: &Engine) {
+    let before = rulesets_held();
+    let sb = create(engine).await;
+    let held = rulesets_held();
+    assert!(
+        held > before,
+        "the session's init holds the workloads' ruleset ({before} before, {held} after)"
+    );
+    for i in 0..2 {
+        probe_finds_no_ruleset(&sb, &format!("exec {i}")).await;
+    }
+    delete(engine, &sb).await;
+}
+
 const CASES: &[&str] = &[
     "output_exit_code_and_state_across_execs",
     "timeout_kills_the_tree_not_the_session",
@@ -853,6 +928,8 @@ const CASES: &[&str] = &[
     "a_command_holds_no_descriptor_of_its_leader_or_init",
     "a_kill_is_carried_out_while_an_exec_waits_at_the_limit",
     "an_exec_whose_caller_went_away_is_still_listed_and_killable",
+    "a_command_cannot_reach_the_sessions_landlock_ruleset",
+    "capabilities_alone_keep_the_ruleset_from_a_command",
 ];
 
 /// The kernel counts a PID namespace off some 30 ms after its last
@@ -1153,6 +1230,13 @@ fn main() {
         Ok(s) => s,
         Err(e) => panic!("fork the spawner: {e}"),
     };
+    // A spawner whose sandboxes leave out two of the layers that keep the
+    // init's descriptors from a command.
+    std::env::set_var(cordon_jail::test_switch::VAR, "landlock,dumpable");
+    let caps_alone_spawner = match Spawner::fork() {
+        Ok(s) => s,
+        Err(e) => panic!("fork the spawner: {e}"),
+    };
     std::env::remove_var(cordon_jail::test_switch::VAR);
     let bounded_spawner = match Spawner::fork() {
         Ok(s) => s,
@@ -1204,6 +1288,13 @@ fn main() {
         let no_landlock = Engine::new(no_landlock_spawner, EngineConfig::default())
             .unwrap_or_else(|e| panic!("{e}"));
         case!(network_namespace_keeps_abstract_sockets_apart, &no_landlock);
+        case!(a_command_cannot_reach_the_sessions_landlock_ruleset);
+        let caps_alone = Engine::new(caps_alone_spawner, EngineConfig::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        case!(
+            capabilities_alone_keep_the_ruleset_from_a_command,
+            &caps_alone
+        );
 
         let pooled = Engine::new(
             pooled_spawner,
