@@ -96,7 +96,7 @@ fn pids_line(processes: usize, most_threads: usize, peak_tasks: PeakTasks) -> St
         PeakTasks::NoPidsCgroup => not_counted("no pids cgroup"),
         PeakTasks::NoCounter => not_counted("this kernel's pids cgroup has no pids.peak"),
     };
-    let pids = (tasks * 4).max(32);
+    let pids = tasks.saturating_mul(4).max(32);
     format!("pids = {pids}  # {why}; x4, at least 32\n")
 }
 
