@@ -28,8 +28,8 @@ busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 hz=$(getconf CLK_TCK)
 
 for _ in $(seq "$rounds"); do
-  # Enough execs to outlast the measurement at 5 ms each.
-  "$loop" $((seconds * 200 + 1000)) "$marker" >"$work/loop.out" &
+  # The loop runs until the marker is removed, after the measurement.
+  "$loop" 1000000 "$marker" >"$work/loop.out" &
   pid=$!
   while [ ! -e "$marker" ]; do
     kill -0 "$pid" 2>/dev/null || { echo "exec_loop ended early" >&2; exit 1; }
@@ -38,6 +38,7 @@ for _ in $(seq "$rounds"); do
   before=$(busy)
   perf stat -a -x, -e page-faults,context-switches -- sleep "$seconds" 2>"$work/stat"
   after=$(busy)
+  rm -f "$marker"
   wait "$pid"
   each=$(awk '/ms each/{print $1}' "$work/loop.out")
   awk -F, -v each="$each" -v secs="$seconds" -v cpu_ms="$(( (after - before) * 1000 / hz ))" '
