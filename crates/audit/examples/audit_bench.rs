@@ -129,6 +129,47 @@ fn run_lifecycle(dir: &Path, runs: usize) -> Result<(f64, f64), Box<dyn std::err
     Ok((times[times.len() / 2], times[times.len() * 9 / 10]))
 }
 
+/// How long a caller waits for one record: appended, then waited for
+/// until committed (`committed_then`, what the server's create does) or
+/// until durable (`flush`). Median and p99 over `n` records, in µs.
+fn wait_for_one(
+    dir: &Path,
+    name: &str,
+    n: usize,
+    durable: bool,
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let path = dir.join(format!("{name}.db"));
+    let w = AuditWriter::open_with(
+        &path,
+        cordon_audit::WriterOptions {
+            commit_delay: Duration::from_millis(5),
+            ..Default::default()
+        },
+    )?;
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n + 10 {
+        let start = Instant::now();
+        w.append("run-0", egress(i))?;
+        if durable {
+            w.flush()?;
+        } else {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            w.committed_then(move |r| {
+                let _ = tx.send(r);
+            })?;
+            rx.recv()?.map_err(|e| format!("commit: {e}"))?;
+        }
+        if i >= 10 {
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        // As a server's creates come: not back to back with the last sync.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    w.close()?;
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], times[times.len() * 99 / 100]))
+}
+
 fn plain_run(
     dir: &Path,
     name: &str,
@@ -178,6 +219,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let single = (n / 100).clamp(200, 2000);
+    if std::env::var_os("AUDIT_BENCH_WAIT_ONLY").is_some() {
+        for round in 0..3 {
+            let (cm, cp) = wait_for_one(&dir, &format!("committed-{round}"), 500, false)?;
+            let (dm, dp) = wait_for_one(&dir, &format!("durable-{round}"), 500, true)?;
+            println!(
+                "one record, waited for: committed median {cm:.0} µs (p99 {cp:.0}), durable median {dm:.0} µs (p99 {dp:.0})"
+            );
+        }
+        return Ok(());
+    }
     if std::env::var_os("AUDIT_BENCH_LIFECYCLE_ONLY").is_some() {
         let (median, p90) = run_lifecycle(&dir, 300)?;
         println!("per-run store lifecycle: median {median:.0} µs, p90 {p90:.0} µs");
@@ -248,6 +299,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (median, p90) = run_lifecycle(&dir, 300)?;
     println!(
         "per-run store lifecycle (open, profile blob, start, end, commit; spool mode, as `cordon run` does): median {median:.0} µs, p90 {p90:.0} µs"
+    );
+    let (cm, cp) = wait_for_one(&dir, "committed", 500, false)?;
+    let (dm, dp) = wait_for_one(&dir, "durable", 500, true)?;
+    println!(
+        "one record, waited for (5 ms commit delay, 2 ms apart): committed median {cm:.0} µs (p99 {cp:.0}), durable median {dm:.0} µs (p99 {dp:.0})"
     );
     println!(
         "redaction of a {:.1} MiB log: {mib_s:.0} MiB/s",

@@ -13,7 +13,8 @@
 //! # Store
 //!
 //! One SQLite file (default [`default_path`]) in WAL mode with
-//! `synchronous=FULL`, created 0600 in a 0700 directory, beside it
+//! `synchronous=FULL` (the group-committing writer syncs the WAL itself, see
+//! Durability), created 0600 in a 0700 directory, beside it
 //! `<db>.head` (the last committed record's seq and hash), `<db>.lock` and
 //! `<db>.spool` (batches appended by short-lived writers in spool mode,
 //! [`WriterOptions::spool`], without opening SQLite; every reader and
@@ -33,9 +34,14 @@
 //!
 //! # Durability
 //!
-//! Each group commit is one transaction, fsynced (WAL, `synchronous=FULL`)
-//! before the head file moves; in spool mode, one append to the spool,
-//! fdatasynced before the head file moves. A crash loses only what was appended and not
+//! Each group commit is one transaction, fsynced before the head file
+//! moves: the group-committing writer's connection runs WAL with
+//! `synchronous=NORMAL` and syncs the WAL itself right after each commit
+//! (what `FULL` does), so that a caller who needs only the commit
+//! ([`AuditWriter::committed_then`]: the record survives the death of the
+//! process, not a power loss) hears of it before the disk is done. In
+//! spool mode, one append to the spool, fdatasynced before the head file
+//! moves. A crash loses only what was appended and not
 //! yet flushed — at most the records of the runs in flight — and never
 //! breaks the chain: a transaction is either in the store or not.
 //!

@@ -286,7 +286,9 @@ pub(crate) fn fold(conn: &Connection, db: &Path) -> Result<u64, AuditError> {
         }
     }
     tx.commit().map_err(sql(db))?;
-    // Emptied only once the records are durable in the database.
+    // Emptied only once the records are durable in the database (a
+    // group-committing writer's connection leaves the WAL's sync to it).
+    crate::store::sync_wal(db)?;
     let f = OpenOptions::new()
         .write(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)

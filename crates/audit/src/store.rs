@@ -153,6 +153,39 @@ pub(crate) fn open_for_write(path: &Path) -> Result<Connection, AuditError> {
     Ok(conn)
 }
 
+/// Opens the store for a group-committing writer ([`open_for_write`]),
+/// taking the WAL's sync over from SQLite when the store is in WAL mode:
+/// `synchronous=NORMAL` writes a commit to the WAL without syncing it, and
+/// the writer calls [`sync_wal`] right after, having told those who wait
+/// only for the commit (a commit in the files survives this process's
+/// death; the sync is for a power loss). Returns whether the writer must
+/// sync: false when the store is not in WAL mode (it stays `FULL`).
+pub(crate) fn open_for_group_commit(path: &Path) -> Result<(Connection, bool), AuditError> {
+    let conn = open_for_write(path)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .map_err(sql(path))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Ok((conn, false));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql(path))?;
+    Ok((conn, true))
+}
+
+/// Makes the store's WAL durable (`fdatasync`): what SQLite does at each
+/// commit under `synchronous=FULL`. Cheap when nothing is unsynced.
+pub(crate) fn sync_wal(db: &Path) -> Result<(), AuditError> {
+    let wal = wal_path(db);
+    match File::open(&wal) {
+        Ok(f) => f.sync_data().map_err(io(&wal, "sync the write-ahead log")),
+        // Not in WAL mode, or SQLite removed it with its last connection
+        // (after checkpointing everything into the database).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&wal, "open the write-ahead log")(e)),
+    }
+}
+
 fn wal_path(db: &Path) -> PathBuf {
     let mut wal = db.as_os_str().to_os_string();
     wal.push("-wal");

@@ -13,7 +13,7 @@ use crate::chain::{self, blob_hash, parse_hash, record_hash, Head, HeadFile, Sto
 use crate::error::{sql, AuditError};
 use crate::event::{Event, RunStarted, KIND_HEAD_MISMATCH};
 use crate::spool::{self, Chained};
-use crate::store::{ensure_dir, open_for_write, query_head, QUERY_HEAD};
+use crate::store::{ensure_dir, open_for_group_commit, query_head, sync_wal, QUERY_HEAD};
 use crate::time::{now_nanos, unix_nanos};
 
 /// How the writer behaves.
@@ -58,6 +58,16 @@ type Reply = SyncSender<Result<Head, String>>;
 /// What a flush calls once its records are on disk (or could not be).
 type Done = Box<dyn FnOnce(Result<Head, String>) + Send>;
 
+/// How far a flush waits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// The records are committed to the store's files: they survive the
+    /// death of this process, not yet a power loss.
+    Committed,
+    /// The records are on disk and the head file has moved.
+    Durable,
+}
+
 enum Msg {
     Append {
         time_ns: i64,
@@ -68,7 +78,7 @@ enum Msg {
         hash: String,
         data: Vec<u8>,
     },
-    Flush(Done),
+    Flush(Reach, Done),
     Close(Reply),
 }
 
@@ -224,7 +234,22 @@ impl AuditWriter {
         &self,
         done: impl FnOnce(Result<Head, String>) + Send + 'static,
     ) -> Result<(), AuditError> {
-        self.send(Msg::Flush(Box::new(done)))?;
+        self.send(Msg::Flush(Reach::Durable, Box::new(done)))?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Like [`AuditWriter::flush_then`], but `done` is called as soon as
+    /// everything appended before this call is committed to the store's
+    /// files, before the sync that makes it survive a power loss (which
+    /// follows at once). For a caller that must not answer before its
+    /// record would survive the death of this process, and need not wait
+    /// for the disk.
+    pub fn committed_then(
+        &self,
+        done: impl FnOnce(Result<Head, String>) + Send + 'static,
+    ) -> Result<(), AuditError> {
+        self.send(Msg::Flush(Reach::Committed, Box::new(done)))?;
         self.wake();
         Ok(())
     }
@@ -346,7 +371,7 @@ impl InlineWriter {
                 return Ok(h.clone());
             }
         }
-        let head = self.worker.try_commit()?;
+        let head = self.worker.try_commit(&mut |_| {})?;
         self.worker.pending.clear();
         self.worker.head = Some(head.clone());
         Ok(head)
@@ -363,6 +388,9 @@ impl Drop for AuditWriter {
 
 struct Worker {
     conn: Option<Connection>,
+    /// The connection leaves the WAL's sync to the writer (WAL mode,
+    /// `synchronous=NORMAL`; see `store::open_for_group_commit`).
+    syncs_wal: bool,
     path: PathBuf,
     opts: WriterOptions,
     pending: Vec<Pending>,
@@ -413,20 +441,23 @@ impl Worker {
         // A spool-mode writer opens SQLite only when it must; a store that
         // does not exist yet is created now, so errors show at once.
         let established = path.is_file() && chain::head_file_path(path).is_file();
-        let conn = if opts.spool && established {
-            None
+        let (conn, syncs_wal) = if opts.spool && established {
+            (None, false)
         } else if established {
-            Some(open_for_write(path)?)
+            let (conn, syncs_wal) = open_for_group_commit(path)?;
+            (Some(conn), syncs_wal)
         } else {
             // Several processes may create the same store at once; turning
             // a new file to WAL mode needs SQLite's exclusive lock, which
             // SQLite does not wait for. One at a time, then.
             ensure_dir(path)?;
             let _lock = StoreLock::acquire(path, true, opts.lock_timeout)?;
-            Some(open_for_write(path)?)
+            let (conn, syncs_wal) = open_for_group_commit(path)?;
+            (Some(conn), syncs_wal)
         };
         Ok(Worker {
             conn,
+            syncs_wal,
             path: path.to_path_buf(),
             opts,
             pending: Vec::new(),
@@ -458,7 +489,7 @@ impl Worker {
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             };
-            let mut waiters: Vec<Done> = Vec::new();
+            let mut waiters: Vec<(Reach, Done)> = Vec::new();
             let mut close: Option<Reply> = None;
             if let Some(m) = first {
                 self.take(m, &mut waiters, &mut close);
@@ -488,23 +519,32 @@ impl Worker {
                 }
             }
             self.take_queued(&rx, &mut waiters, &mut close);
-            if close.is_some() {
-                // Last chance: a few retries before giving up.
-                for attempt in 0..5 {
-                    self.commit();
-                    if self.pending.is_empty() {
-                        break;
+            // Those who wait only for the commit hear of it before the
+            // WAL's sync; the rest once the head file has moved.
+            let (mut early, late): (Vec<_>, Vec<_>) = waiters
+                .into_iter()
+                .partition(|(reach, _)| *reach == Reach::Committed);
+            let result = {
+                let mut tell_committed = |head: &Head| {
+                    for (_, w) in early.drain(..) {
+                        w(Ok(head.clone()));
                     }
-                    std::thread::sleep(Duration::from_millis(50 << attempt));
+                };
+                let mut result = self.commit(&mut tell_committed);
+                if close.is_some() {
+                    // Last chance: a few retries before giving up.
+                    for attempt in 0..5 {
+                        if self.pending.is_empty() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(50 << attempt));
+                        result = self.commit(&mut tell_committed);
+                    }
                 }
-            } else {
-                self.commit();
-            }
-            let answer = match (&self.error, self.pending.is_empty()) {
-                (Some(e), false) => Err(e.clone()),
-                _ => Ok(self.head.clone().unwrap_or_else(Head::empty)),
+                result
             };
-            for w in waiters {
+            let answer = result.map(|()| self.head.clone().unwrap_or_else(Head::empty));
+            for (_, w) in early.into_iter().chain(late) {
                 w(answer.clone());
             }
             if let Some(c) = close {
@@ -513,7 +553,7 @@ impl Worker {
             }
         }
         // Every sender is gone without Close: commit what is left.
-        self.commit();
+        let _ = self.commit(&mut |_| {});
     }
 
     /// Take what is queued, without waiting, until a close comes or the
@@ -521,7 +561,7 @@ impl Worker {
     fn take_queued(
         &mut self,
         rx: &Receiver<Msg>,
-        waiters: &mut Vec<Done>,
+        waiters: &mut Vec<(Reach, Done)>,
         close: &mut Option<Reply>,
     ) {
         while close.is_none() && self.pending.len() < self.opts.max_batch {
@@ -532,7 +572,7 @@ impl Worker {
         }
     }
 
-    fn take(&mut self, m: Msg, waiters: &mut Vec<Done>, close: &mut Option<Reply>) {
+    fn take(&mut self, m: Msg, waiters: &mut Vec<(Reach, Done)>, close: &mut Option<Reply>) {
         match m {
             Msg::Append {
                 time_ns,
@@ -554,28 +594,44 @@ impl Worker {
                 Err(e) => self.error = Some(format!("cannot encode a record: {e}")),
             },
             Msg::Blob { hash, data } => self.pending.push(Pending::Blob { hash, data }),
-            Msg::Flush(r) => waiters.push(r),
+            Msg::Flush(reach, r) => waiters.push((reach, r)),
             Msg::Close(r) => *close = Some(r),
         }
     }
 
-    fn commit(&mut self) {
+    /// Commits what is pending; `on_committed` hears of the commit before
+    /// it is made durable. The error is also kept for `error`.
+    fn commit(&mut self, on_committed: &mut dyn FnMut(&Head)) -> Result<(), String> {
         if self.pending.is_empty() {
-            return;
+            return Ok(());
         }
-        match self.try_commit() {
+        match self.try_commit(on_committed) {
             Ok(head) => {
                 self.pending.clear();
                 self.head = Some(head);
                 self.error = None;
+                Ok(())
             }
-            Err(e) => self.error = Some(e.to_string()),
+            Err(e) => {
+                self.error = Some(e.to_string());
+                Err(e.to_string())
+            }
         }
+    }
+
+    /// The pending records are in the store: never commit them again, even
+    /// if what follows the commit (the sync, the head file) fails.
+    fn committed(&mut self, head: &Head, on_committed: &mut dyn FnMut(&Head)) {
+        self.pending.clear();
+        self.head = Some(head.clone());
+        on_committed(head);
     }
 
     fn connection(&mut self) -> Result<&Connection, AuditError> {
         if self.conn.is_none() {
-            self.conn = Some(open_for_write(&self.path)?);
+            let (conn, syncs_wal) = open_for_group_commit(&self.path)?;
+            self.conn = Some(conn);
+            self.syncs_wal = syncs_wal;
         }
         self.conn
             .as_ref()
@@ -637,7 +693,7 @@ impl Worker {
             .collect()
     }
 
-    fn try_commit(&mut self) -> Result<Head, AuditError> {
+    fn try_commit(&mut self, on_committed: &mut dyn FnMut(&Head)) -> Result<Head, AuditError> {
         let path = self.path.clone();
         let lock = StoreLock::acquire(&path, true, self.opts.lock_timeout)?;
         let hf = chain::read_head_file(&path);
@@ -650,6 +706,7 @@ impl Worker {
                     let (records, new) = self.chain(&old, None);
                     self.spool_commit(&old, &records, &new)?;
                     drop(lock);
+                    self.committed(&new, on_committed);
                     return Ok(new);
                 }
             }
@@ -673,6 +730,7 @@ impl Worker {
             // this one's without SQLite.
             self.spool_commit(&old, &records, &new)?;
             drop(lock);
+            self.committed(&new, on_committed);
             return Ok(new);
         }
         let blobs = self.blobs();
@@ -688,16 +746,21 @@ impl Worker {
         for (hash, data) in blobs {
             spool::insert_blob(&tx, hash, data).map_err(sql(&path))?;
         }
-        if new == old {
-            tx.commit().map_err(sql(&path))?;
-            drop(lock);
-            return Ok(new);
+        let moves = new != old;
+        if moves {
+            // Announce the head we are about to commit, so a crash after
+            // COMMIT is not mistaken for records added behind the writer's
+            // back.
+            announce(&path, &old, &new)?;
         }
-        // Announce the head we are about to commit, so a crash after COMMIT
-        // is not mistaken for records added behind the writer's back.
-        announce(&path, &old, &new)?;
         tx.commit().map_err(sql(&path))?;
-        settle(&path, &new)?;
+        self.committed(&new, on_committed);
+        if self.syncs_wal {
+            sync_wal(&path)?;
+        }
+        if moves {
+            settle(&path, &new)?;
+        }
         drop(lock);
         Ok(new)
     }

@@ -270,3 +270,59 @@ fn a_flush_right_after_the_first_record_is_not_lost() {
     }
     w.close().unwrap();
 }
+
+/// `committed_then` answers before the WAL's sync, once the records are in
+/// the store's files: a writer killed right after still has them. The
+/// commit delay is long, so only the commit the call asked for can have
+/// put the record there. (The child is this test's own binary.)
+#[test]
+fn a_commit_waited_for_survives_a_sigkill_of_the_writer() {
+    if let Some(path) = std::env::var_os("CORDON_AUDIT_TEST_CHILD_STORE") {
+        let w = AuditWriter::open_with(&path, delayed(Duration::from_secs(30))).unwrap();
+        w.append("r1", started(1)).unwrap();
+        w.committed_then(|r| {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "committed {}", r.map(|h| h.seq).unwrap_or(0));
+            let _ = out.flush();
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_commit_waited_for_survives_a_sigkill_of_the_writer",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CORDON_AUDIT_TEST_CHILD_STORE", &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let said = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        // libtest prints the test's name on the same line first.
+        .find_map(|l| l.find("committed ").map(|at| l[at..].to_owned()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(said.as_deref(), Some("committed 1"));
+    assert_eq!(
+        records(&path),
+        1,
+        "the commit was answered before it was made"
+    );
+    // The chain goes on from it without a head mismatch: the head file
+    // said the commit was pending when the writer died.
+    let w = AuditWriter::open(&path).unwrap();
+    w.append("r1", ended("done")).unwrap();
+    assert_eq!(w.close().unwrap().seq, 2);
+    let report = AuditStore::open(&path).unwrap().verify().unwrap();
+    assert!(report.ok, "{report:?}");
+}

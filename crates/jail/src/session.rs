@@ -13,7 +13,7 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rustix::net::{
@@ -524,28 +524,72 @@ pub struct CurrentUsage {
     pub cpu_usec: Option<u64>,
 }
 
-/// Read the current memory, process count and CPU time of the groups in
-/// `dirs` (v1 or v2, by which files each holds).
-pub fn current_usage(dirs: &[PathBuf]) -> CurrentUsage {
-    let read = |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
-    let mut u = CurrentUsage::default();
-    for d in dirs {
-        u.memory_bytes = u
-            .memory_bytes
-            .or_else(|| read(d.join("memory.current")))
-            .or_else(|| read(d.join("memory.usage_in_bytes")));
-        u.pids = u.pids.or_else(|| read(d.join("pids.current")));
-        u.cpu_usec = u
-            .cpu_usec
-            .or_else(|| {
-                let text = std::fs::read_to_string(d.join("cpu.stat")).ok()?;
-                text.lines()
-                    .find_map(|l| l.strip_prefix("usage_usec "))
-                    .and_then(|v| v.trim().parse().ok())
-            })
-            .or_else(|| read(d.join("cpuacct.usage")).map(|ns| ns / 1000));
+/// Which files of a sandbox's groups hold its counters, found once: a v2
+/// group holds them all, v1 spreads them over a group per controller under
+/// other names. Reading them again then costs three reads, not a lookup
+/// of every name in every group.
+#[derive(Debug, Clone, Default)]
+pub struct UsageFiles {
+    memory: Option<PathBuf>,
+    pids: Option<PathBuf>,
+    cpu: Option<CpuFile>,
+}
+
+#[derive(Debug, Clone)]
+enum CpuFile {
+    /// v2 `cpu.stat`, its `usage_usec` line.
+    Stat(PathBuf),
+    /// v1 `cpuacct.usage`, in nanoseconds.
+    AcctNanos(PathBuf),
+}
+
+impl UsageFiles {
+    /// Looks in `dirs` for each counter's file (the first group that has
+    /// it). Groups made for the sandbox have their files from the start.
+    pub fn find(dirs: &[PathBuf]) -> UsageFiles {
+        let first = |names: &[&str]| {
+            dirs.iter()
+                .flat_map(|d| names.iter().map(move |n| d.join(n)))
+                .find(|p| p.is_file())
+        };
+        // A v1 `cpu.stat` holds throttling counts, not usage.
+        let cpu = dirs
+            .iter()
+            .map(|d| d.join("cpu.stat"))
+            .find(|p| read_cpu_stat_usage(p).is_some())
+            .map(CpuFile::Stat)
+            .or_else(|| first(&["cpuacct.usage"]).map(CpuFile::AcctNanos));
+        UsageFiles {
+            memory: first(&["memory.current", "memory.usage_in_bytes"]),
+            pids: first(&["pids.current"]),
+            cpu,
+        }
     }
-    u
+
+    /// The counters now (`None` for one whose file is missing or cannot
+    /// be read: the group is gone).
+    pub fn read(&self) -> CurrentUsage {
+        let number =
+            |p: &PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+        let cpu_usec = match &self.cpu {
+            Some(CpuFile::Stat(p)) => read_cpu_stat_usage(p),
+            Some(CpuFile::AcctNanos(p)) => number(p).map(|ns| ns / 1000),
+            None => None,
+        };
+        CurrentUsage {
+            memory_bytes: self.memory.as_ref().and_then(number),
+            pids: self.pids.as_ref().and_then(number),
+            cpu_usec,
+        }
+    }
+}
+
+/// The `usage_usec` line of a v2 `cpu.stat`.
+fn read_cpu_stat_usage(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Removes the groups of every sandbox this process made once it is

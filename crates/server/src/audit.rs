@@ -177,20 +177,22 @@ impl AuditLog {
         }
     }
 
-    /// [`AuditLog::flush`] for an async task: no thread waits meanwhile.
-    pub async fn flushed(&self) {
+    /// Wait until everything recorded is committed to the store's files
+    /// (it survives the death of this process), not for the disk: the
+    /// sync for a power loss follows at once on the writer's thread.
+    pub async fn committed(&self) {
         let Some(w) = &self.inner.writer else { return };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if let Err(e) = w.flush_then(move |r| {
+        if let Err(e) = w.committed_then(move |r| {
             let _ = tx.send(r);
         }) {
-            tracing::warn!("audit flush: {e}");
+            tracing::warn!("audit commit: {e}");
             return;
         }
         match rx.await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("audit flush: {e}"),
-            Err(_) => tracing::warn!("audit flush: the writer thread has exited"),
+            Ok(Err(e)) => tracing::warn!("audit commit: {e}"),
+            Err(_) => tracing::warn!("audit commit: the writer thread has exited"),
         }
     }
 

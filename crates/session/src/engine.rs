@@ -508,6 +508,7 @@ pub struct Session {
     pid: i32,
     pidfd: OwnedFd,
     cgroup_dirs: Vec<PathBuf>,
+    usage_files: cordon_jail::session::UsageFiles,
     pipe_owner: Option<(u32, u32)>,
     /// Memory is RLIMIT_AS (no memory cgroup).
     memory_by_rlimit: bool,
@@ -546,6 +547,7 @@ impl Session {
             pid: parts.pid,
             pidfd: parts.pidfd,
             cgroup_dirs: parts.cgroup_dirs,
+            usage_files: parts.usage_files,
             pipe_owner: parts.pipe_owner,
             memory_by_rlimit: parts.memory_by_rlimit,
             control: parts.control,
@@ -581,7 +583,7 @@ impl Session {
 
     pub fn info(&self) -> SessionInfo {
         let ended = self.ended();
-        let usage = cordon_jail::session::current_usage(&self.cgroup_dirs);
+        let usage = self.usage_files.read();
         let execs_total = self.processes.lock().map_or(0, |l| l.len()) as u64;
         SessionInfo {
             id: self.id.clone(),
@@ -871,6 +873,8 @@ pub(crate) struct Parts {
     control: Arc<Control>,
     proxy_listener: Option<std::net::TcpListener>,
     cgroup_dirs: Vec<PathBuf>,
+    /// Found when the sandbox is built, not on each `info`.
+    usage_files: cordon_jail::session::UsageFiles,
     pipe_owner: Option<(u32, u32)>,
     memory_by_rlimit: bool,
 }
@@ -898,6 +902,7 @@ impl Parts {
             pidfd,
             control: Control::new(control, max_execs)?,
             proxy_listener,
+            usage_files: cordon_jail::session::UsageFiles::find(&created.cgroup_dirs),
             cgroup_dirs: created.cgroup_dirs,
             pipe_owner: created.pipe_owner,
             memory_by_rlimit: created.memory_by_rlimit,

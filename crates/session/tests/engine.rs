@@ -158,6 +158,34 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
         ),
         other => panic!("the reservation ended with {other}: {msg} {err}"),
     }
+    // The session's counters, read from the files found when it was built
+    // (as root this host gives every sandbox its groups; v1 names them
+    // differently from v2). Three processes run: the init, a leader and
+    // the command (or, between commands, a leader and a workload started
+    // ahead for the next one).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let usage = sb.info().usage;
+        assert!(usage.memory_bytes.is_some_and(|m| m > 0), "{usage:?}");
+        assert!(usage.cpu_usec.is_some_and(|c| c > 0), "{usage:?}");
+        assert!(
+            usage.pids.is_some_and(|n| (1..=3).contains(&n)),
+            "{usage:?}"
+        );
+        let p = sb
+            .exec(req(&["sleep", "5"]))
+            .await
+            .unwrap_or_else(|e| panic!("exec: {e}"));
+        // The counter follows: the init, the leader, sleep.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while sb.info().usage.pids != Some(3) {
+            let usage = sb.info().usage;
+            assert!(std::time::Instant::now() < deadline, "{usage:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        p.kill().await;
+        p.wait().await;
+    }
     delete(engine, &sb).await;
 }
 

@@ -152,10 +152,11 @@ pub async fn create(
             proxy_stop,
         },
     );
-    // The sandbox's run is on disk before anyone hears of the sandbox: a
-    // server killed right after still has it recorded, and the next start
-    // ends it as lost.
-    state.audit().flushed().await;
+    // The sandbox's run is in the store before anyone hears of the
+    // sandbox: a server killed right after still has it recorded, and the
+    // next start ends it as lost. (A power loss takes the sandbox too; the
+    // sync for it follows at once.)
+    state.audit().committed().await;
     Ok((StatusCode::CREATED, Json(view(&state, &session))))
 }
 
