@@ -61,6 +61,9 @@ impl PoolStats {
 #[derive(Debug)]
 pub(crate) struct Pool {
     config: PoolConfig,
+    /// The base spec without what a claim can give (see [`shape`]),
+    /// computed once rather than on every claim.
+    base_shape: Option<serde_json::Value>,
     ready: Mutex<VecDeque<Parts>>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -87,6 +90,7 @@ const RATE_WINDOW: Duration = Duration::from_secs(10);
 impl Pool {
     pub(crate) fn new(config: PoolConfig, active: std::sync::Arc<tokio::sync::Notify>) -> Pool {
         Pool {
+            base_shape: shape(&config.base),
             config,
             ready: Mutex::new(VecDeque::new()),
             hits: AtomicU64::new(0),
@@ -141,7 +145,7 @@ impl Pool {
 
     /// Whether a request for `spec` can be served by this pool.
     pub(crate) fn fits(&self, spec: &cordon_jail::Spec) -> bool {
-        same_shape(&self.config.base, spec)
+        self.base_shape.is_some() && shaped_alike(spec) && shape(spec) == self.base_shape
     }
 
     /// A create no pool could serve.
@@ -235,25 +239,31 @@ fn exited(parts: &Parts) -> bool {
 }
 
 /// Whether `spec` differs from `base` only in what a claim can give.
+#[cfg(test)]
 pub(crate) fn same_shape(base: &cordon_jail::Spec, spec: &cordon_jail::Spec) -> bool {
-    if !spec.staged.is_empty() || spec.observe {
-        return false;
-    }
-    let normalize = |s: &cordon_jail::Spec| {
-        let mut s = s.clone();
-        s.argv.clear();
-        s.env.clear();
-        s.cwd = "/".into();
-        s.binds.clear();
-        s.files.clear();
-        let kernel = s.limits.kernel;
-        s.limits = cordon_jail::Limits {
-            kernel,
-            ..cordon_jail::Limits::default()
-        };
-        serde_json::to_value(&s).ok()
+    shaped_alike(spec) && shape(base).is_some() && shape(base) == shape(spec)
+}
+
+/// A spec whose sandbox is built around it (staged paths, an observed
+/// run) is never served from a pool.
+fn shaped_alike(spec: &cordon_jail::Spec) -> bool {
+    spec.staged.is_empty() && !spec.observe
+}
+
+/// A spec without what a claim can give: every field left counts.
+fn shape(spec: &cordon_jail::Spec) -> Option<serde_json::Value> {
+    let mut s = spec.clone();
+    s.argv.clear();
+    s.env.clear();
+    s.cwd = "/".into();
+    s.binds.clear();
+    s.files.clear();
+    let kernel = s.limits.kernel;
+    s.limits = cordon_jail::Limits {
+        kernel,
+        ..cordon_jail::Limits::default()
     };
-    normalize(base) == normalize(spec)
+    serde_json::to_value(&s).ok()
 }
 
 #[cfg(test)]
