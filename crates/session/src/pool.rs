@@ -145,7 +145,7 @@ impl Pool {
 
     /// Whether a request for `spec` can be served by this pool.
     pub(crate) fn fits(&self, spec: &cordon_jail::Spec) -> bool {
-        self.base_shape.is_some() && shaped_alike(spec) && shape(spec) == self.base_shape
+        fits_shape(self.base_shape.as_ref(), spec)
     }
 
     /// A create no pool could serve.
@@ -241,13 +241,17 @@ fn exited(parts: &Parts) -> bool {
 /// Whether `spec` differs from `base` only in what a claim can give.
 #[cfg(test)]
 pub(crate) fn same_shape(base: &cordon_jail::Spec, spec: &cordon_jail::Spec) -> bool {
-    shaped_alike(spec) && shape(base).is_some() && shape(base) == shape(spec)
+    fits_shape(shape(base).as_ref(), spec)
 }
 
-/// A spec whose sandbox is built around it (staged paths, an observed
-/// run) is never served from a pool.
-fn shaped_alike(spec: &cordon_jail::Spec) -> bool {
-    spec.staged.is_empty() && !spec.observe
+/// Whether `spec` has the pool's shape (`base_shape`, see [`shape`]). A
+/// spec whose sandbox is built around it (staged paths, an observed run)
+/// never does.
+fn fits_shape(base_shape: Option<&serde_json::Value>, spec: &cordon_jail::Spec) -> bool {
+    if !spec.staged.is_empty() || spec.observe {
+        return false;
+    }
+    base_shape.is_some_and(|base| shape(spec).as_ref() == Some(base))
 }
 
 /// A spec without what a claim can give: every field left counts.
