@@ -162,14 +162,15 @@ async fn output_exit_code_and_state_across_execs(engine: &Engine) {
     // (as root this host gives every sandbox its groups; v1 names them
     // differently from v2). Three processes run: the init, a leader and
     // the command (or, between commands, a leader and a workload started
-    // ahead for the next one).
+    // ahead for the next one, beside the last command's leader until it
+    // is reaped).
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         let usage = sb.info().usage;
         assert!(usage.memory_bytes.is_some_and(|m| m > 0), "{usage:?}");
         assert!(usage.cpu_usec.is_some_and(|c| c > 0), "{usage:?}");
         assert!(
-            usage.pids.is_some_and(|n| (1..=3).contains(&n)),
+            usage.pids.is_some_and(|n| (1..=4).contains(&n)),
             "{usage:?}"
         );
         let p = sb
