@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -110,6 +111,8 @@ pub struct AuditWriter {
     tx: Option<Sender<Msg>>,
     thread: Option<JoinHandle<()>>,
     redactor: Redactor,
+    /// The error of the writer's last commit, until a commit succeeds.
+    failing: Arc<Mutex<Option<String>>>,
 }
 
 impl AuditWriter {
@@ -122,7 +125,9 @@ impl AuditWriter {
     pub fn open_with(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Self, AuditError> {
         let path = path.as_ref().to_path_buf();
         let redactor = opts.redactor.clone();
-        let worker = Worker::open(&path, opts)?;
+        let mut worker = Worker::open(&path, opts)?;
+        let failing = Arc::new(Mutex::new(None));
+        worker.failing = Some(Arc::clone(&failing));
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cordon-audit".into())
@@ -137,7 +142,19 @@ impl AuditWriter {
             tx: Some(tx),
             thread: Some(thread),
             redactor,
+            failing,
         })
+    }
+
+    /// Why the store cannot take records now: the error of the writer's
+    /// last commit (its records stay queued and are tried again), or the
+    /// writer thread's end. `None` once a commit succeeds. A caller that
+    /// must not act unrecorded refuses while this is `Some`.
+    pub fn failing(&self) -> Option<String> {
+        if self.thread.as_ref().is_none_or(JoinHandle::is_finished) {
+            return Some("the audit writer has stopped".into());
+        }
+        self.failing.lock().ok().and_then(|f| f.clone())
     }
 
     /// The store's path.
@@ -396,6 +413,8 @@ struct Worker {
     pending: Vec<Pending>,
     head: Option<Head>,
     error: Option<String>,
+    /// Shared with the [`AuditWriter`]: the last commit's error.
+    failing: Option<Arc<Mutex<Option<String>>>>,
 }
 
 /// Redacts every string in a JSON value, in place.
@@ -463,6 +482,7 @@ impl Worker {
             pending: Vec::new(),
             head: None,
             error: None,
+            failing: None,
         })
     }
 
@@ -610,11 +630,21 @@ impl Worker {
                 self.pending.clear();
                 self.head = Some(head);
                 self.error = None;
+                self.tell_failing(None);
                 Ok(())
             }
             Err(e) => {
                 self.error = Some(e.to_string());
+                self.tell_failing(Some(e.to_string()));
                 Err(e.to_string())
+            }
+        }
+    }
+
+    fn tell_failing(&self, error: Option<String>) {
+        if let Some(f) = &self.failing {
+            if let Ok(mut f) = f.lock() {
+                *f = error;
             }
         }
     }

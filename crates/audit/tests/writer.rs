@@ -326,3 +326,42 @@ fn a_commit_waited_for_survives_a_sigkill_of_the_writer() {
     let report = AuditStore::open(&path).unwrap().verify().unwrap();
     assert!(report.ok, "{report:?}");
 }
+
+/// A store that cannot take a commit says so (`failing`, which the server
+/// refuses actions on) until a commit succeeds again; the records wait
+/// in memory meanwhile and are committed then, in order.
+#[test]
+fn a_store_that_cannot_commit_is_failing_until_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let w = AuditWriter::open_with(&path, delayed(Duration::from_millis(5))).unwrap();
+    w.append("r1", started(1)).unwrap();
+    w.flush().unwrap();
+    assert_eq!(w.failing(), None);
+    // A directory where the head file was: no commit can announce its
+    // head (the open for writing fails with EISDIR, as root too).
+    let head = cordon_audit::chain::head_file_path(&path);
+    std::fs::remove_file(&head).unwrap();
+    std::fs::create_dir(&head).unwrap();
+    w.append("r1", ended("done")).unwrap();
+    let err = w
+        .flush()
+        .expect_err("a commit without its head file went through");
+    let failing = w.failing().expect("the failed commit is not reported");
+    assert!(err.to_string().contains(&failing), "{err} / {failing}");
+    assert_eq!(records(&path), 1, "the record was committed");
+    // The store is writable again: the writer's retry commits what waited.
+    std::fs::remove_dir(&head).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while w.failing().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "still failing: {:?}",
+            w.failing()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The end, and the note the chain keeps of its head file's removal.
+    assert_eq!(records(&path), 3);
+    w.close().unwrap();
+}

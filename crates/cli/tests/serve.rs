@@ -1260,3 +1260,62 @@ fn a_refused_connection_is_said_again_in_the_execs_reply() {
     );
     assert!(!err.contains("Over the API"), "the CLI's words: {err}");
 }
+
+/// Layer: the audit store's commit, fail-closed. The server does nothing
+/// it cannot record: while its store cannot take a commit, a create is
+/// refused and its sandbox torn down, and every gated action (exec,
+/// files) is refused with 503 `audit_unavailable`; once the store can be
+/// written again the queued records go in and actions resume.
+#[test]
+fn actions_the_audit_store_cannot_record_are_refused() {
+    if ready() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let sb = s.create(json!({}));
+    assert_eq!(s.exec_json(&sb, &["true"])["exit_code"], 0);
+    // A directory where the store's head file was: no commit can go
+    // through (the head file cannot be written, as root too).
+    let head = s.dir.path().join("audit.db.head");
+    std::fs::remove_file(&head).unwrap();
+    std::fs::create_dir(&head).unwrap();
+    let sandboxes = || {
+        s.unix("GET", "/v1/sandboxes", None).json()["sandboxes"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let r = s.unix("POST", "/v1/sandboxes", Some(&json!({})));
+    assert_eq!(r.status, 503, "a sandbox handed out unrecorded: {}", r.body);
+    assert_eq!(r.json()["error"]["code"], "audit_unavailable", "{}", r.body);
+    assert!(
+        r.body.contains("--no-audit"),
+        "the fix is named: {}",
+        r.body
+    );
+    assert_eq!(sandboxes(), 1, "the refused sandbox is left");
+    let exec = format!("/v1/sandboxes/{sb}/exec");
+    let r = s.unix("POST", &exec, Some(&json!({"argv": ["true"]})));
+    assert_eq!(r.status, 503, "an exec ran unrecorded: {}", r.body);
+    assert_eq!(r.json()["error"]["code"], "audit_unavailable", "{}", r.body);
+    let r = s.unix(
+        "PUT",
+        &format!("/v1/sandboxes/{sb}/files/tmp/a"),
+        Some(&json!("x")),
+    );
+    assert_eq!(r.status, 503, "a file was written unrecorded: {}", r.body);
+    // The store is writable again: the writer's retry commits what
+    // waited (the refusals), and actions resume.
+    std::fs::remove_dir(&head).unwrap();
+    wait_until("actions resume", 20, || {
+        s.unix("POST", &exec, Some(&json!({"argv": ["true"]})))
+            .status
+            == 200
+    });
+    let sb2 = s.create(json!({}));
+    s.audit_has(&["refused_unrecorded", "audit_failed", &sb2]);
+    for id in [&sb, &sb2] {
+        let r = s.unix("DELETE", &format!("/v1/sandboxes/{id}"), None);
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+}

@@ -179,21 +179,54 @@ impl AuditLog {
 
     /// Wait until everything recorded is committed to the store's files
     /// (it survives the death of this process), not for the disk: the
-    /// sync for a power loss follows at once on the writer's thread.
-    pub async fn committed(&self) {
-        let Some(w) = &self.inner.writer else { return };
+    /// sync for a power loss follows at once on the writer's thread. An
+    /// error when the commit failed (the records stay queued and are
+    /// tried again).
+    pub async fn committed(&self) -> Result<(), String> {
+        let Some(w) = &self.inner.writer else {
+            return Ok(());
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if let Err(e) = w.committed_then(move |r| {
+        w.committed_then(move |r| {
             let _ = tx.send(r);
-        }) {
-            tracing::warn!("audit commit: {e}");
-            return;
-        }
+        })
+        .map_err(|e| e.to_string())?;
         match rx.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("audit commit: {e}"),
-            Err(_) => tracing::warn!("audit commit: the writer thread has exited"),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err("the audit writer has stopped".into()),
         }
+    }
+
+    /// Why the store cannot take records now (its last commit failed, or
+    /// the writer stopped); `None` when it can, or auditing is off.
+    pub fn failing(&self) -> Option<String> {
+        self.inner.writer.as_ref().and_then(AuditWriter::failing)
+    }
+
+    /// Refuse an action while the store cannot keep its record: the
+    /// server does nothing it cannot record. The refusal itself is
+    /// recorded (queued), so the writer keeps trying the store, and
+    /// actions resume once a commit goes through.
+    pub fn ready_for(
+        &self,
+        caller: &Caller,
+        sandbox: Option<&str>,
+        action: Value,
+    ) -> Result<(), crate::error::ApiError> {
+        let Some(error) = self.failing() else {
+            return Ok(());
+        };
+        self.record(
+            caller,
+            "refused_unrecorded",
+            sandbox,
+            json!({"action": action, "audit_error": error}),
+        );
+        Err(crate::error::ApiError::audit_unavailable(
+            &error,
+            self.store_path(),
+        ))
     }
 
     /// An egress decision of a sandbox's proxy.

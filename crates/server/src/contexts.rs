@@ -200,6 +200,7 @@ fn new_context_id() -> Result<String, ApiError> {
         (status = 404, description = "No such sandbox", body = ErrorBody),
         (status = 409, description = "The sandbox has as many contexts as it may", body = ErrorBody),
         (status = 422, description = "An unsupported language, or no interpreter in the sandbox", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<AppState>,
@@ -281,6 +282,7 @@ pub async fn list(
         (status = 200, description = "The cell ran (an exception, a timeout or a dead interpreter is in `error`)", body = CellReply),
         (status = 404, description = "No such sandbox or context", body = ErrorBody),
         (status = 409, description = "The sandbox has ended", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn run(
     State(state): State<AppState>,

@@ -32,7 +32,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable word: `bad_request`, `unauthorized`, `forbidden`,
     /// `not_found`, `conflict`, `too_large`, `unsupported_media_type`,
-    /// `unprocessable`, `at_capacity`, `internal`, `unavailable`, `quota`, ...
+    /// `unprocessable`, `at_capacity`, `internal`, `unavailable`,
+    /// `audit_unavailable`, `quota`, ...
     pub code: String,
     /// What went wrong, for people.
     pub message: String,
@@ -112,6 +113,20 @@ impl ApiError {
 
     pub fn unavailable(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// 503: the audit store cannot take the action's record, so the
+    /// action is not done.
+    pub fn audit_unavailable(error: &str, store: Option<&std::path::Path>) -> ApiError {
+        let store = store.map_or_else(|| "the audit store".to_owned(), |p| p.display().to_string());
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "audit_unavailable",
+            format!("refused: the server records every action before it is done, and its audit store cannot be written: {error}"),
+        )
+        .with_fix(format!(
+            "make {store} writable again (free space, permissions, its head file); actions resume by themselves once a commit goes through. Only to run without records: restart the server with --no-audit"
+        ))
     }
 
     pub fn not_implemented(message: impl Into<String>) -> ApiError {

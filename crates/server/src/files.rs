@@ -218,6 +218,7 @@ async fn read_root(
         (status = 403, description = "A kernel filesystem, or a magic link", body = ErrorBody),
         (status = 404, description = "No such file in the sandbox (a symlink leading out of it leads nowhere)", body = ErrorBody),
         (status = 409, description = "Not a regular file or a directory", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn read(
     State(state): State<AppState>,
@@ -306,6 +307,7 @@ async fn read_target(
         (status = 409, description = "The path is a directory", body = ErrorBody),
         (status = 413, description = "Larger than the per-file limit", body = ErrorBody),
         (status = 507, description = "Over the sandbox's files quota, or its filesystem is full", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn write(
     State(state): State<AppState>,
@@ -439,6 +441,7 @@ fn stalled(after: Duration) -> ApiError {
         (status = 204, description = "Deleted (a symlink is deleted, not what it points to)"),
         (status = 404, description = "No such file in the sandbox", body = ErrorBody),
         (status = 409, description = "A directory that is not empty (without recursive=true)", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn delete(
     State(state): State<AppState>,

@@ -43,13 +43,16 @@ pub fn request(
 
 impl AppState {
     /// Pass `action` through the Gate; the profile or token allows it
-    /// (checks of their own ran before).
+    /// (checks of their own ran before). Refused (503) first while the
+    /// audit store cannot keep the action's record.
     pub async fn check(
         &self,
         caller: &Caller,
         session: Option<&str>,
         action: Action,
     ) -> Result<Allowed, ApiError> {
+        let asked = serde_json::to_value(&action).unwrap_or_default();
+        self.audit().ready_for(caller, session, asked)?;
         let req = request(
             caller,
             session,

@@ -408,6 +408,7 @@ pub async fn revoke(
         (status = 403, description = "Refused by the policy or an approver (a token's widening asks), or beyond the sandbox's ceiling", body = ErrorBody),
         (status = 404, description = "No such sandbox", body = ErrorBody),
         (status = 422, description = "The sandbox cannot be widened so", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<AppState>,
@@ -428,7 +429,10 @@ pub async fn create(
             rule: "builtin:token-asks-to-widen".into(),
         }
     };
-    let req = crate::gate::request(&caller, Some(&id), action_of(&widening), default);
+    let asked = action_of(&widening);
+    let recorded = serde_json::to_value(&asked).unwrap_or_default();
+    state.audit().ready_for(&caller, Some(&id), recorded)?;
+    let req = crate::gate::request(&caller, Some(&id), asked, default);
     let allowed = state.gate().check(req).await?;
     let until = expires.map(|d| SystemTime::now() + d);
     let view = crate::escalation::widen(&state, caller.name(), &session, widening, until, &allowed)

@@ -142,7 +142,10 @@ class ServerError(CordonError):
 
 
 class Unavailable(CordonError):
-    """503: the server cannot serve now (shutting down, spawner gone)."""
+    """503: the server cannot serve now (shutting down, spawner gone), or
+    its audit store cannot take the action's record (``code`` is
+    ``"audit_unavailable"``: nothing was done; retry once the store is
+    writable)."""
 
 
 class QuotaExceeded(CordonError):
@@ -186,6 +189,7 @@ _BY_CODE: Dict[str, Type[CordonError]] = {
     "internal": ServerError,
     "not_implemented": ServerError,
     "unavailable": Unavailable,
+    "audit_unavailable": Unavailable,
     "quota": QuotaExceeded,
 }
 

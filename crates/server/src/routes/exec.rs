@@ -113,7 +113,7 @@ pub fn exec_request(body: &ExecBody) -> Result<ExecRequest, ApiError> {
         (status = 404, description = "No such sandbox", body = ErrorBody),
         (status = 409, description = "The sandbox has ended", body = ErrorBody),
         (status = 429, description = "Too many execs at once", body = ErrorBody),
-        (status = 503, description = "The sandbox cannot start another process now (its process limit, or namespaces the kernel has not yet freed); retry after Retry-After", body = ErrorBody),
+        (status = 503, description = "The sandbox cannot start another process now (its process limit, or namespaces the kernel has not yet freed), or the audit store cannot take the exec's record (`audit_unavailable`); retry after Retry-After", body = ErrorBody),
     ))]
 pub async fn exec(
     State(state): State<AppState>,

@@ -54,6 +54,7 @@ pub fn view(state: &AppState, session: &Session) -> SandboxView {
         (status = 403, description = "Beyond the token's ceiling, or refused by the policy or an approver", body = ErrorBody),
         (status = 422, description = "The sandbox cannot be built as asked", body = ErrorBody),
         (status = 429, description = "At capacity; see Retry-After", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the sandbox's record (`audit_unavailable`); nothing is left of it", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<AppState>,
@@ -155,8 +156,19 @@ pub async fn create(
     // The sandbox's run is in the store before anyone hears of the
     // sandbox: a server killed right after still has it recorded, and the
     // next start ends it as lost. (A power loss takes the sandbox too; the
-    // sync for it follows at once.)
-    state.audit().committed().await;
+    // sync for it follows at once.) A sandbox whose run cannot be
+    // recorded is not handed out: it goes at once.
+    if let Err(error) = state.audit().committed().await {
+        let _ = engine.destroy(&id, EndCause::Deleted).await;
+        forget(&state, &id);
+        state
+            .audit()
+            .sandbox_ended("server", &id, "audit_failed", true);
+        return Err(ApiError::audit_unavailable(
+            &error,
+            state.audit().store_path(),
+        ));
+    }
     Ok((StatusCode::CREATED, Json(view(&state, &session))))
 }
 
