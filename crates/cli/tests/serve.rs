@@ -1263,17 +1263,44 @@ fn a_refused_connection_is_said_again_in_the_execs_reply() {
 
 /// Layer: the audit store's commit, fail-closed. The server does nothing
 /// it cannot record: while its store cannot take a commit, a create is
-/// refused and its sandbox torn down, and every gated action (exec,
-/// files) is refused with 503 `audit_unavailable`; once the store can be
-/// written again the queued records go in and actions resume.
+/// refused and its sandbox torn down, every gated action (exec, files) is
+/// refused with 503 `audit_unavailable`, and a command already running
+/// gets no connection through its proxy, even to a host its allow list
+/// names; once the store can be written again the queued records go in
+/// and all of it resumes.
 #[test]
 fn actions_the_audit_store_cannot_record_are_refused() {
-    if ready() {
+    if ready()
+        || skip_unless(
+            Command::new("curl").arg("--version").output().is_ok(),
+            "curl is not installed",
+        )
+    {
         return;
     }
     let s = Server::start(&[]);
-    let sb = s.create(json!({}));
+    let sb = s.create(json!({"allow_net": ["allowed.example"]}));
     assert_eq!(s.exec_json(&sb, &["true"])["exit_code"], 0);
+    // Through the proxy to an allowed host: the proxy lets it through
+    // and cannot resolve it (no DNS here), so anything but a refusal.
+    let curl =
+        "curl -s -o /dev/null -w 'code=%{http_code}\\n' --max-time 20 http://allowed.example/";
+    let allowed = s.exec_json(&sb, &["sh", "-c", curl]);
+    let allowed = allowed["stdout"].as_str().unwrap().to_owned();
+    assert!(
+        allowed.starts_with("code=") && !allowed.contains("403"),
+        "{allowed}"
+    );
+    // A command that asks for the same connection in 3 s, started now.
+    let exec = format!("/v1/sandboxes/{sb}/exec");
+    let later = format!("sleep 3; {curl}");
+    let r = s.unix(
+        "POST",
+        &exec,
+        Some(&json!({"argv": ["sh", "-c", later], "background": true})),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let pid = r.json()["pid"].as_u64().unwrap();
     // A directory where the store's head file was: no commit can go
     // through (the head file cannot be written, as root too).
     let head = s.dir.path().join("audit.db.head");
@@ -1294,7 +1321,6 @@ fn actions_the_audit_store_cannot_record_are_refused() {
         r.body
     );
     assert_eq!(sandboxes(), 1, "the refused sandbox is left");
-    let exec = format!("/v1/sandboxes/{sb}/exec");
     let r = s.unix("POST", &exec, Some(&json!({"argv": ["true"]})));
     assert_eq!(r.status, 503, "an exec ran unrecorded: {}", r.body);
     assert_eq!(r.json()["error"]["code"], "audit_unavailable", "{}", r.body);
@@ -1304,6 +1330,24 @@ fn actions_the_audit_store_cannot_record_are_refused() {
         Some(&json!("x")),
     );
     assert_eq!(r.status, 503, "a file was written unrecorded: {}", r.body);
+    // The running command's connection, made while the store fails.
+    let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output?after_seq=0");
+    let mut done = Value::Null;
+    wait_until("the background curl ends", 30, || {
+        done = s.unix("GET", &output, None).json();
+        done["done"] == true
+    });
+    let said: String = done["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "stdout")
+        .map(|e| e["data"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        said.contains("code=403"),
+        "a connection made unrecorded: {done}"
+    );
     // The store is writable again: the writer's retry commits what
     // waited (the refusals), and actions resume.
     std::fs::remove_dir(&head).unwrap();
@@ -1312,8 +1356,15 @@ fn actions_the_audit_store_cannot_record_are_refused() {
             .status
             == 200
     });
+    let again = s.exec_json(&sb, &["sh", "-c", curl]);
+    assert_eq!(again["stdout"].as_str().unwrap(), allowed, "{again}");
     let sb2 = s.create(json!({}));
-    s.audit_has(&["refused_unrecorded", "audit_failed", &sb2]);
+    s.audit_has(&[
+        "refused_unrecorded",
+        "audit_failed",
+        "builtin:audit-unavailable",
+        &sb2,
+    ]);
     for id in [&sb, &sb2] {
         let r = s.unix("DELETE", &format!("/v1/sandboxes/{id}"), None);
         assert_eq!(r.status, 204, "{}", r.body);

@@ -69,6 +69,10 @@ pub struct GateApprover {
     pub principal: cordon_authz::Principal,
 }
 
+/// The rule named when a connection is refused because the audit store
+/// cannot record it.
+pub const AUDIT_UNAVAILABLE: &str = "builtin:audit-unavailable";
+
 /// The rule an unlisted host is asked about under.
 pub const ON_UNLISTED_ASK: &str = "profile:network.on_unlisted=ask";
 
@@ -100,6 +104,10 @@ impl cordon_egress::Approver for GateApprover {
         port: u16,
     ) -> cordon_egress::BoxFuture<'a, bool> {
         Box::pin(async move {
+            // Nothing the store cannot record (see `review`).
+            if self.state.audit().failing().is_some() {
+                return false;
+            }
             let default = cordon_authz::DefaultVerdict::Ask {
                 rule: ON_UNLISTED_ASK.into(),
             };
@@ -128,7 +136,10 @@ impl cordon_egress::Approver for GateApprover {
 
     /// With a policy file, a host the profile's allow list or a live grant
     /// admits is still an egress action the policy decides: an explicit
-    /// `forbid` wins over the allow list (docs/policy.md).
+    /// `forbid` wins over the allow list (docs/policy.md). Without a
+    /// store that can record it, no connection is made at all: the
+    /// refusal's own event waits in the writer's queue, which keeps the
+    /// writer retrying.
     fn review<'a>(
         &'a self,
         sandbox_id: &'a str,
@@ -137,6 +148,14 @@ impl cordon_egress::Approver for GateApprover {
         rule: &'a str,
     ) -> cordon_egress::BoxFuture<'a, Option<cordon_egress::Ruling>> {
         Box::pin(async move {
+            if let Some(error) = self.state.audit().failing() {
+                return Some(cordon_egress::Ruling::Deny {
+                    rule: AUDIT_UNAVAILABLE.into(),
+                    message: format!(
+                        "cordon: egress to {host}:{port} refused: the audit store cannot record it ({error})"
+                    ),
+                });
+            }
             if !self.state.gate().has_policy_file() {
                 return None;
             }
