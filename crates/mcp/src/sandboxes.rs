@@ -153,6 +153,7 @@ impl Sandboxes {
 
     /// Plan within the caller's ceiling, build, start the egress proxy.
     pub async fn create(&self, caller: &Caller, req: CreateRequest) -> Result<Created, ToolError> {
+        self.recordable(caller, None, "create")?;
         if let Some(ceiling) = caller.ceiling() {
             let mine = self
                 .table()?
@@ -219,6 +220,22 @@ impl Sandboxes {
             },
             _ => None,
         };
+        // As the server does: a sandbox whose run cannot be recorded is
+        // not handed out.
+        if let Err(error) = self.inner.audit.committed().await {
+            if let Some(stop) = proxy_stop {
+                let _ = stop.send(());
+            }
+            let _ = self.inner.engine.destroy(&id, EndCause::Deleted).await;
+            self.inner
+                .audit
+                .sandbox_ended("mcp", &id, "audit_failed", true);
+            return Err(cordon_server::ApiError::audit_unavailable(
+                &error,
+                self.inner.audit.store_path(),
+            )
+            .into());
+        }
         self.table()?.insert(
             id.clone(),
             Entry {
@@ -246,6 +263,24 @@ impl Sandboxes {
             .ok_or_else(|| ToolError::no_sandbox(id))?;
         session.touch();
         Ok(session)
+    }
+
+    /// The caller's running sandbox `id` for `action`, refused while the
+    /// audit store cannot record it (nothing is done unrecorded).
+    fn session_for(
+        &self,
+        caller: &Caller,
+        id: &str,
+        action: &str,
+    ) -> Result<Arc<Session>, ToolError> {
+        let session = self.session(caller, id)?;
+        self.recordable(caller, Some(id), action)?;
+        Ok(session)
+    }
+
+    fn recordable(&self, caller: &Caller, id: Option<&str>, action: &str) -> Result<(), ToolError> {
+        let asked = json!({"kind": action, "via": "mcp"});
+        Ok(self.inner.audit.ready_for(caller, id, asked)?)
     }
 
     /// Record an action on a sandbox.
@@ -318,7 +353,7 @@ impl Sandboxes {
         id: &str,
         language: Language,
     ) -> Result<Arc<CodeContext>, ToolError> {
-        let session = self.session(caller, id)?;
+        let session = self.session_for(caller, id, "code_context")?;
         let mut contexts = self.inner.contexts.lock().await;
         let key = (id.to_owned(), language.as_str());
         if let Some(ctx) = contexts.get(&key) {
@@ -344,7 +379,7 @@ impl Sandboxes {
         path: &str,
         data: Vec<u8>,
     ) -> Result<u64, ToolError> {
-        let session = self.session(caller, id)?;
+        let session = self.session_for(caller, id, "file_write")?;
         self.write_into(&session, path, data).await
     }
 
@@ -375,7 +410,7 @@ impl Sandboxes {
         spec: ExecSpec,
         cancel: CancellationToken,
     ) -> Result<ExecOutput, ToolError> {
-        let session = self.session(caller, id)?;
+        let session = self.session_for(caller, id, "exec")?;
         let mut req = ExecRequest {
             argv: spec.argv,
             env: spec.env,
@@ -452,7 +487,7 @@ impl Sandboxes {
         max: usize,
     ) -> Result<(Vec<u8>, u64), ToolError> {
         use std::io::{Read, Seek, SeekFrom};
-        let session = self.session(caller, id)?;
+        let session = self.session_for(caller, id, "file_read")?;
         let p = SandboxPath::parse(path)?;
         let root = SandboxRoot::new(session.open_root().await?);
         let shown = path.to_owned();
@@ -485,7 +520,7 @@ impl Sandboxes {
         id: &str,
         path: &str,
     ) -> Result<Listing, ToolError> {
-        let session = self.session(caller, id)?;
+        let session = self.session_for(caller, id, "file_list")?;
         let p = SandboxPath::parse(path)?;
         let root = SandboxRoot::new(session.open_root().await?);
         let shown = path.to_owned();

@@ -304,6 +304,53 @@ def test_every_files_call_is_in_the_audit_store(binary: Path, state: Path) -> No
     assert files[3][:2] == ("file_read", "/nope") and "no such file" in files[3][2]["error"], files
 
 
+def test_calls_the_audit_store_cannot_record_are_refused(binary: Path, state: Path) -> None:
+    """Layer: the audit store's commit, fail-closed, as in `cordon serve`.
+    While the store cannot take a commit (its head file replaced by a
+    directory), no sandbox is handed out and nothing runs in one; once it
+    can, calls work again and the refusals are in the store."""
+    head = state / "audit.db.head"
+
+    async def main() -> None:
+        async with over_stdio(binary, state) as t:
+            sb = (await t.ok("sandbox_create"))["sandbox_id"]
+            await t.ok("sandbox_exec", sandbox_id=sb, argv=["true"])
+            head.unlink()
+            head.mkdir()
+            text = await t.error("sandbox_create")
+            assert "audit store cannot be written" in text, text
+            for tool, args in [
+                ("sandbox_exec", {"argv": ["true"]}),
+                ("sandbox_write_file", {"path": "/tmp/x", "content": "x"}),
+                ("sandbox_read_file", {"path": "/etc/hostname"}),
+                ("sandbox_run_code", {"code": "1"}),
+            ]:
+                text = await t.error(tool, sandbox_id=sb, **args)
+                assert "audit store cannot be written" in text, (tool, text)
+            head.rmdir()
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    await t.ok("sandbox_exec", sandbox_id=sb, argv=["true"])
+                    break
+                except AssertionError:
+                    assert time.monotonic() < deadline, "calls never resumed"
+                    await anyio.sleep(0.1)
+            await t.ok("sandbox_destroy", sandbox_id=sb)
+
+    anyio.run(main)
+    out = subprocess.run(
+        [str(binary), "audit", "--store", str(state / "audit.db"), "export"],
+        capture_output=True, check=True, text=True,
+    )  # fmt: skip
+    actions = [
+        json.loads(line)["body"].get("action")
+        for line in out.stdout.splitlines()
+        if line and json.loads(line)["kind"] == "api_action"
+    ]
+    assert actions.count("refused_unrecorded") >= 4, actions
+
+
 def test_timeout_kills_the_command(connect: Callable[[], Any]) -> None:
     async def main() -> None:
         async with connect() as t:
