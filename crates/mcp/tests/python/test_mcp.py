@@ -271,6 +271,15 @@ def test_errors_are_tool_errors_and_the_server_stays_up(connect: Callable[[], An
     anyio.run(main)
 
 
+def _audit_records(binary: Path, state: Path) -> List[Dict[str, Any]]:
+    """Every record of the test's store, as `cordon audit export` gives them."""
+    out = subprocess.run(
+        [str(binary), "audit", "--store", str(state / "audit.db"), "export"],
+        capture_output=True, check=True, text=True,
+    )  # fmt: skip
+    return [json.loads(line) for line in out.stdout.splitlines() if line]
+
+
 def test_every_files_call_is_in_the_audit_store(binary: Path, state: Path) -> None:
     """Reads and listings are recorded as writes are, and a call that
     failed is recorded with its error: what a model read out of a sandbox
@@ -286,11 +295,7 @@ def test_every_files_call_is_in_the_audit_store(binary: Path, state: Path) -> No
             await t.ok("sandbox_destroy", sandbox_id=sb)
 
     anyio.run(main)
-    out = subprocess.run(
-        [str(binary), "audit", "--store", str(state / "audit.db"), "export"],
-        capture_output=True, check=True, text=True,
-    )  # fmt: skip
-    records = [json.loads(line) for line in out.stdout.splitlines() if line]
+    records = _audit_records(binary, state)
     files = [
         (r["body"]["action"], r["body"]["detail"]["path"], r["body"]["detail"]["outcome"])
         for r in records
@@ -339,15 +344,8 @@ def test_calls_the_audit_store_cannot_record_are_refused(binary: Path, state: Pa
             await t.ok("sandbox_destroy", sandbox_id=sb)
 
     anyio.run(main)
-    out = subprocess.run(
-        [str(binary), "audit", "--store", str(state / "audit.db"), "export"],
-        capture_output=True, check=True, text=True,
-    )  # fmt: skip
-    actions = [
-        json.loads(line)["body"].get("action")
-        for line in out.stdout.splitlines()
-        if line and json.loads(line)["kind"] == "api_action"
-    ]
+    records = _audit_records(binary, state)
+    actions = [r["body"].get("action") for r in records if r["kind"] == "api_action"]
     assert actions.count("refused_unrecorded") >= 4, actions
 
 
