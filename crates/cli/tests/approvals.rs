@@ -973,3 +973,41 @@ fn a_policy_forbid_wins_over_the_profiles_allow_list() {
     host.join().unwrap();
     srv.audit_has(&["no-local-web", "\"decision\""]);
 }
+
+/// Layer: the audit check after the Gate. An ask may wait minutes for
+/// its human, and the audit store may fail meanwhile: an exec approved
+/// then is refused (503 `audit_unavailable`), not run unrecorded. Fails
+/// with the check after the Gate removed (the check before it passed).
+#[test]
+fn an_exec_approved_after_the_audit_store_broke_is_not_run() {
+    if ready() {
+        return;
+    }
+    let srv = Server::start(&[]);
+    let sb = srv.create(json!({}));
+    let waiting = srv.exec_bg(&sb, &["echo", "deploy", "prod"]);
+    let id = srv.next_pending(&[])["id"].as_str().unwrap().to_owned();
+    // A directory where the store's head file was: no commit goes
+    // through; a create (which waits for its record's commit) finds it.
+    let head = srv.dir.join("audit.db.head");
+    std::fs::remove_file(&head).unwrap();
+    std::fs::create_dir(&head).unwrap();
+    let r = srv.unix("POST", "/v1/sandboxes", Some(&json!({})));
+    assert_eq!(r.status, 503, "{}", r.body);
+    let r = srv.answer(&id, json!({"decision": "approve", "scope": "once"}));
+    assert_eq!(r.status, 200, "the human's answer is taken: {}", r.body);
+    let done = waiting.join().unwrap();
+    assert_eq!(
+        done.status, 503,
+        "an approved exec ran unrecorded: {}",
+        done.body
+    );
+    assert_eq!(
+        done.json()["error"]["code"],
+        "audit_unavailable",
+        "{}",
+        done.body
+    );
+    std::fs::remove_dir(&head).unwrap();
+    srv.audit_has(&["refused_unrecorded", "approval_decided", &id]);
+}

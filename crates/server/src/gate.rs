@@ -43,8 +43,9 @@ pub fn request(
 
 impl AppState {
     /// Pass `action` through the Gate; the profile or token allows it
-    /// (checks of their own ran before). Refused (503) first while the
-    /// audit store cannot keep the action's record.
+    /// (checks of their own ran before). Refused (503) while the audit
+    /// store cannot keep the action's record: before the Gate, and again
+    /// after it, since an ask may wait minutes for its human.
     pub async fn check(
         &self,
         caller: &Caller,
@@ -52,7 +53,7 @@ impl AppState {
         action: Action,
     ) -> Result<Allowed, ApiError> {
         let asked = serde_json::to_value(&action).unwrap_or_default();
-        self.audit().ready_for(caller, session, asked)?;
+        self.audit().ready_for(caller, session, asked.clone())?;
         let req = request(
             caller,
             session,
@@ -61,7 +62,9 @@ impl AppState {
                 rule: PROFILE_ALLOWS.into(),
             },
         );
-        Ok(self.gate().check(req).await?)
+        let allowed = self.gate().check(req).await?;
+        self.audit().ready_for(caller, session, asked)?;
+        Ok(allowed)
     }
 
     /// Record a refusal of the token's ceiling as the Gate's decision (a

@@ -431,9 +431,13 @@ pub async fn create(
     };
     let asked = action_of(&widening);
     let recorded = serde_json::to_value(&asked).unwrap_or_default();
-    state.audit().ready_for(&caller, Some(&id), recorded)?;
+    state
+        .audit()
+        .ready_for(&caller, Some(&id), recorded.clone())?;
     let req = crate::gate::request(&caller, Some(&id), asked, default);
     let allowed = state.gate().check(req).await?;
+    // An ask waits for its human; the store may have failed meanwhile.
+    state.audit().ready_for(&caller, Some(&id), recorded)?;
     let until = expires.map(|d| SystemTime::now() + d);
     let view = crate::escalation::widen(&state, caller.name(), &session, widening, until, &allowed)
         .await?;
