@@ -1301,6 +1301,10 @@ fn actions_the_audit_store_cannot_record_are_refused() {
     );
     assert_eq!(r.status, 202, "{}", r.body);
     let pid = r.json()["pid"].as_u64().unwrap();
+    // Nothing waits to be committed: the create below is the first to
+    // find the store broken (its own commit fails), rather than being
+    // refused up front because the writer found it first.
+    s.audit_has(&["sleep 3; curl"]);
     // A directory where the store's head file was: no commit can go
     // through (the head file cannot be written, as root too).
     let head = s.dir.path().join("audit.db.head");

@@ -148,13 +148,8 @@ impl cordon_egress::Approver for GateApprover {
         rule: &'a str,
     ) -> cordon_egress::BoxFuture<'a, Option<cordon_egress::Ruling>> {
         Box::pin(async move {
-            if let Some(error) = self.state.audit().failing() {
-                return Some(cordon_egress::Ruling::Deny {
-                    rule: AUDIT_UNAVAILABLE.into(),
-                    message: format!(
-                        "cordon: egress to {host}:{port} refused: the audit store cannot record it ({error})"
-                    ),
-                });
+            if let Some(refused) = unrecordable(self.state.audit(), host, port) {
+                return Some(refused);
             }
             if !self.state.gate().has_policy_file() {
                 return None;
@@ -174,9 +169,45 @@ impl cordon_egress::Approver for GateApprover {
     }
 }
 
+/// The refusal of a connection the audit store cannot record now.
+fn unrecordable(audit: &AuditLog, host: &str, port: u16) -> Option<cordon_egress::Ruling> {
+    let error = audit.failing()?;
+    Some(cordon_egress::Ruling::Deny {
+        rule: AUDIT_UNAVAILABLE.into(),
+        message: format!(
+            "cordon: egress to {host}:{port} refused: the audit store cannot record it ({error})"
+        ),
+    })
+}
+
+/// The approver of a proxy without a Gate (`cordon mcp`'s own engine):
+/// refuses unlisted hosts, as no approver would, and any connection the
+/// audit store cannot record.
+#[derive(Debug)]
+struct AuditGuard {
+    audit: AuditLog,
+}
+
+impl cordon_egress::Approver for AuditGuard {
+    fn decide<'a>(&'a self, _: &'a str, _: &'a str, _: u16) -> cordon_egress::BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+
+    fn review<'a>(
+        &'a self,
+        _sandbox_id: &'a str,
+        host: &'a str,
+        port: u16,
+        _rule: &'a str,
+    ) -> cordon_egress::BoxFuture<'a, Option<cordon_egress::Ruling>> {
+        Box::pin(async move { unrecordable(&self.audit, host, port) })
+    }
+}
+
 /// Serve the proxy for `sandbox` until the returned sender is dropped or
 /// fired; `approver` decides unlisted hosts under `on_unlisted = "ask"`
-/// (none: they are refused); its decisions go to `recorders`.
+/// (none: they are refused, and so is every connection while the audit
+/// store cannot record it); its decisions go to `recorders`.
 pub fn start(
     profile: &cordon_policy::Profile,
     sandbox: &str,
@@ -194,6 +225,9 @@ pub fn start(
         .map_err(|e| ApiError::internal(format!("the sandbox's proxy listener: {e}")))?;
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| ApiError::internal(format!("the sandbox's proxy listener: {e}")))?;
+    let guard = AuditGuard {
+        audit: recorders.audit.clone(),
+    };
     let sink = Arc::new(AuditSink {
         audit: recorders.audit,
         sandbox: sandbox.to_owned(),
@@ -201,9 +235,10 @@ pub fn start(
     });
     // Hosts granted while it runs (crate::grants).
     egress = egress.with_sink(sink).with_live_grants(grants);
-    if let Some(a) = approver {
-        egress = egress.with_approver(Arc::new(a));
-    }
+    egress = match approver {
+        Some(a) => egress.with_approver(Arc::new(a)),
+        None => egress.with_approver(Arc::new(guard)),
+    };
     if let Some(id) = identity {
         egress = egress.with_tls_interceptor(Arc::new(id));
     }

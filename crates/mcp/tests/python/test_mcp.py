@@ -349,6 +349,54 @@ def test_calls_the_audit_store_cannot_record_are_refused(binary: Path, state: Pa
     assert actions.count("refused_unrecorded") >= 4, actions
 
 
+def test_a_connection_the_audit_store_cannot_record_is_refused(binary: Path, state: Path) -> None:
+    """Layer: the audit check of `cordon mcp`'s own proxies, which have
+    no Gate. A command already running connects to a host its sandbox may
+    reach while the store cannot take a commit: the proxy refuses it
+    (403); before, it lets the same connection through."""
+    head = state / "audit.db.head"
+    # allowed.example does not resolve here: the proxy lets the
+    # connection through, then answers 502.
+    curl = "curl -s -o /dev/null -w 'code=%{http_code}\\n' --max-time 20 http://allowed.example/"
+
+    async def main() -> None:
+        async with over_stdio(binary, state, "--allow-net", "allowed.example") as t:
+            sb = (await t.ok("sandbox_create", allow_net=["allowed.example"]))["sandbox_id"]
+            r0 = await t.ok("sandbox_exec", sandbox_id=sb, argv=["sh", "-c", curl])
+            before = r0["stdout"]
+            assert before == "code=502\n", r0
+            later: Dict[str, Any] = {}
+
+            async def connect_later() -> None:
+                argv = ["sh", "-c", f"sleep 3; {curl}"]
+                later.update(await t.ok("sandbox_exec", sandbox_id=sb, argv=argv))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(connect_later)
+                await anyio.sleep(0.5)
+                head.unlink()
+                head.mkdir()
+                # The create waits for its record's commit: it finds the
+                # store broken before the command connects.
+                assert "audit store cannot be written" in await t.error("sandbox_create")
+            assert later["stdout"] == "code=403\n", later
+            head.rmdir()
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    await t.ok("sandbox_destroy", sandbox_id=sb)
+                    break
+                except AssertionError:
+                    assert time.monotonic() < deadline, "destroy never went through"
+                    await anyio.sleep(0.1)
+
+    anyio.run(main)
+    refused = [
+        r for r in _audit_records(binary, state) if r["kind"] == "egress" and r["body"].get("rule") == "builtin:audit-unavailable"
+    ]
+    assert refused, "the refused connection is not in the store"
+
+
 def test_timeout_kills_the_command(connect: Callable[[], Any]) -> None:
     async def main() -> None:
         async with connect() as t:
