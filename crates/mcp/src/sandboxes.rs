@@ -226,10 +226,15 @@ impl Sandboxes {
             if let Some(stop) = proxy_stop {
                 let _ = stop.send(());
             }
-            let _ = self.inner.engine.destroy(&id, EndCause::Deleted).await;
+            let clean = self
+                .inner
+                .engine
+                .destroy(&id, EndCause::Deleted)
+                .await
+                .is_ok_and(|t| t.clean);
             self.inner
                 .audit
-                .sandbox_ended("mcp", &id, "audit_failed", true);
+                .sandbox_ended("mcp", &id, "audit_failed", clean);
             return Err(cordon_server::ApiError::audit_unavailable(
                 &error,
                 self.inner.audit.store_path(),

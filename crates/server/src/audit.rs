@@ -4,6 +4,7 @@
 //! (or the server's own run for actions on no sandbox).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cordon_audit::{ApiAction, AuditWriter, EndReason, RunEnded, RunStarted};
@@ -23,7 +24,16 @@ struct Inner {
     server_run: String,
     /// sandbox id -> run id
     runs: Mutex<HashMap<String, String>>,
+    /// Refusals since the store last took a commit (see
+    /// [`AuditLog::ready_for`]).
+    refusals: AtomicU64,
 }
+
+/// The refusals of one failure of the store recorded one by one; the
+/// rest are counted in the log only, so that a client retrying against a
+/// broken store cannot grow the writer's queue without bound. (A refusal
+/// is not an action: nothing was done.)
+const REFUSALS_RECORDED: u64 = 1000;
 
 impl AuditLog {
     pub fn new(writer: Option<AuditWriter>) -> AuditLog {
@@ -32,6 +42,7 @@ impl AuditLog {
                 writer,
                 server_run: cordon_audit::new_run_id(),
                 runs: Mutex::new(HashMap::new()),
+                refusals: AtomicU64::new(0),
             }),
         }
     }
@@ -215,14 +226,20 @@ impl AuditLog {
         action: Value,
     ) -> Result<(), crate::error::ApiError> {
         let Some(error) = self.failing() else {
+            self.inner.refusals.store(0, Ordering::Relaxed);
             return Ok(());
         };
-        self.record(
-            caller,
-            "refused_unrecorded",
-            sandbox,
-            json!({"action": action, "audit_error": error}),
-        );
+        let n = self.inner.refusals.fetch_add(1, Ordering::Relaxed);
+        if n < REFUSALS_RECORDED {
+            self.record(
+                caller,
+                "refused_unrecorded",
+                sandbox,
+                json!({"action": action, "audit_error": error}),
+            );
+        } else if n % REFUSALS_RECORDED == 0 {
+            tracing::warn!("audit: {n} actions refused while the store cannot be written: {error}");
+        }
         Err(crate::error::ApiError::audit_unavailable(
             &error,
             self.store_path(),
@@ -303,5 +320,50 @@ fn ended(reason: EndReason) -> RunEnded {
         stdout: Default::default(),
         stderr: Default::default(),
         enforcement: Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// While the store fails, refusals are recorded one by one up to
+    /// [`REFUSALS_RECORDED`]; a client that keeps retrying does not grow
+    /// the writer's queue beyond that. After the store is back, the count
+    /// starts again.
+    #[test]
+    fn refusals_of_one_failure_are_recorded_up_to_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let writer = AuditWriter::open(&path).unwrap();
+        let log = AuditLog::new(Some(writer));
+        let owner = Caller::owner();
+        log.record(&owner, "before", None, json!({}));
+        log.flush();
+        assert!(log.ready_for(&owner, None, json!("x")).is_ok());
+        let head = cordon_audit::chain::head_file_path(&path);
+        std::fs::remove_file(&head).unwrap();
+        std::fs::create_dir(&head).unwrap();
+        log.record(&owner, "finds the failure", None, json!({}));
+        log.flush();
+        for _ in 0..REFUSALS_RECORDED + 50 {
+            let refused = log.ready_for(&owner, None, json!("x")).unwrap_err();
+            assert_eq!(refused.code, "audit_unavailable");
+        }
+        std::fs::remove_dir(&head).unwrap();
+        log.flush();
+        assert!(log.failing().is_none());
+        assert!(log.ready_for(&owner, None, json!("x")).is_ok());
+        assert_eq!(log.inner.refusals.load(Ordering::Relaxed), 0);
+        let store = cordon_audit::AuditStore::open(&path).unwrap();
+        let refusals = store
+            .tail(5000)
+            .unwrap()
+            .iter()
+            .filter(|r| r.body["action"] == "refused_unrecorded")
+            .count();
+        assert_eq!(refusals as u64, REFUSALS_RECORDED);
     }
 }

@@ -159,11 +159,14 @@ pub async fn create(
     // sync for it follows at once.) A sandbox whose run cannot be
     // recorded is not handed out: it goes at once.
     if let Err(error) = state.audit().committed().await {
-        let _ = engine.destroy(&id, EndCause::Deleted).await;
+        let clean = engine
+            .destroy(&id, EndCause::Deleted)
+            .await
+            .is_ok_and(|t| t.clean);
         forget(&state, &id);
         state
             .audit()
-            .sandbox_ended("server", &id, "audit_failed", true);
+            .sandbox_ended("server", &id, "audit_failed", clean);
         return Err(ApiError::audit_unavailable(
             &error,
             state.audit().store_path(),
