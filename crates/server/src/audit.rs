@@ -237,7 +237,7 @@ impl AuditLog {
                 sandbox,
                 json!({"action": action, "audit_error": error}),
             );
-        } else if n % REFUSALS_RECORDED == 0 {
+        } else if n.is_multiple_of(REFUSALS_RECORDED) {
             tracing::warn!("audit: {n} actions refused while the store cannot be written: {error}");
         }
         Err(crate::error::ApiError::audit_unavailable(
