@@ -1011,3 +1011,33 @@ fn an_exec_approved_after_the_audit_store_broke_is_not_run() {
     std::fs::remove_dir(&head).unwrap();
     srv.audit_has(&["refused_unrecorded", "approval_decided", &id]);
 }
+
+/// Layer: the audit check of an unlisted host's ask. While the audit
+/// store cannot record it, a command already running is refused at once,
+/// told why, and no human is asked.
+#[test]
+fn an_unlisted_host_is_not_asked_about_while_the_audit_store_fails() {
+    let Some((tmp, srv, sb)) = server_asking_about_unlisted_hosts() else {
+        return;
+    };
+    let curl =
+        "sleep 3; curl -s -o /dev/null -w 'code=%{http_code}\\n' --max-time 20 http://127.0.0.1:9/";
+    let waiting = srv.exec_bg(&sb, &["sh", "-c", curl]);
+    // Nothing waits to be committed: the create below finds the store
+    // broken before the command connects.
+    srv.audit_has(&["sleep 3; curl"]);
+    let head = tmp.path().join("audit.db.head");
+    std::fs::remove_file(&head).unwrap();
+    std::fs::create_dir(&head).unwrap();
+    let r = srv.unix("POST", "/v1/sandboxes", Some(&json!({})));
+    assert_eq!(r.status, 503, "{}", r.body);
+    let done = waiting.join().unwrap();
+    assert_eq!(done.status, 200, "{}", done.body);
+    let v = done.json();
+    assert_eq!(v["stdout"], "code=403\n", "{v}");
+    let told = v["hints"].to_string();
+    assert!(told.contains("the audit store cannot record it"), "{v}");
+    assert!(srv.pending().is_empty(), "a human was asked");
+    std::fs::remove_dir(&head).unwrap();
+    srv.audit_has(&["builtin:audit-unavailable"]);
+}

@@ -24,6 +24,15 @@ fn ready() -> bool {
     )
 }
 
+/// [`ready`], and curl on the host (for what crosses a sandbox's proxy).
+fn ready_with_curl() -> bool {
+    ready()
+        || skip_unless(
+            Command::new("curl").arg("--version").output().is_ok(),
+            "curl is not installed",
+        )
+}
+
 struct Server {
     child: Option<Child>,
     dir: tempfile::TempDir,
@@ -1219,12 +1228,7 @@ fn an_exec_whose_output_calls_for_a_hint_gets_one() {
 /// told of them.
 #[test]
 fn a_refused_connection_is_said_again_in_the_execs_reply() {
-    if ready()
-        || skip_unless(
-            Command::new("curl").arg("--version").output().is_ok(),
-            "curl is not installed",
-        )
-    {
+    if ready_with_curl() {
         return;
     }
     let s = Server::start(&[]);
@@ -1270,12 +1274,7 @@ fn a_refused_connection_is_said_again_in_the_execs_reply() {
 /// and all of it resumes.
 #[test]
 fn actions_the_audit_store_cannot_record_are_refused() {
-    if ready()
-        || skip_unless(
-            Command::new("curl").arg("--version").output().is_ok(),
-            "curl is not installed",
-        )
-    {
+    if ready_with_curl() {
         return;
     }
     let s = Server::start(&[]);
@@ -1334,6 +1333,16 @@ fn actions_the_audit_store_cannot_record_are_refused() {
         Some(&json!("x")),
     );
     assert_eq!(r.status, 503, "a file was written unrecorded: {}", r.body);
+    // Input to a running command, and a signal that does not end it.
+    let process = format!("/v1/sandboxes/{sb}/processes/{pid}");
+    let r = s.unix("POST", &format!("{process}/stdin"), Some(&json!("echo hi")));
+    assert_eq!(r.status, 503, "stdin was written unrecorded: {}", r.body);
+    let r = s.unix(
+        "POST",
+        &format!("{process}/signal"),
+        Some(&json!({"signal": "USR1"})),
+    );
+    assert_eq!(r.status, 503, "a signal was sent unrecorded: {}", r.body);
     // The running command's connection, made while the store fails.
     let output = format!("/v1/sandboxes/{sb}/processes/{pid}/output?after_seq=0");
     let mut done = Value::Null;

@@ -104,10 +104,6 @@ impl cordon_egress::Approver for GateApprover {
         port: u16,
     ) -> cordon_egress::BoxFuture<'a, bool> {
         Box::pin(async move {
-            // Nothing the store cannot record (see `review`).
-            if self.state.audit().failing().is_some() {
-                return false;
-            }
             let default = cordon_authz::DefaultVerdict::Ask {
                 rule: ON_UNLISTED_ASK.into(),
             };
@@ -131,6 +127,26 @@ impl cordon_egress::Approver for GateApprover {
                 }
             }
             true
+        })
+    }
+
+    /// An unlisted host under ask: refused up front while the audit store
+    /// cannot record it (saying so), otherwise [`Self::decide`]'s answer.
+    fn ruling<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        host: &'a str,
+        port: u16,
+    ) -> cordon_egress::BoxFuture<'a, Option<cordon_egress::Ruling>> {
+        Box::pin(async move {
+            if let Some(refused) = unrecordable(self.state.audit(), host, port) {
+                return Some(refused);
+            }
+            self.decide(sandbox_id, host, port)
+                .await
+                .then(|| cordon_egress::Ruling::Allow {
+                    rule: "ask:approved".into(),
+                })
         })
     }
 

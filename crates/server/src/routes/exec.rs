@@ -436,6 +436,7 @@ pub async fn output(
         (status = 204, description = "Sent to the command's process group"),
         (status = 404, description = "No such sandbox or process", body = ErrorBody),
         (status = 409, description = "The process has ended", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was sent; SIGKILL and SIGTERM are never refused", body = ErrorBody),
     ))]
 pub async fn signal(
     State(state): State<AppState>,
@@ -445,6 +446,12 @@ pub async fn signal(
 ) -> Result<StatusCode, ApiError> {
     let number = body.signal.number()?;
     let process = process_of(&state, &caller, &id, pid)?;
+    // Ending a process, like deleting a sandbox, is never refused; any
+    // other signal may make it act, and waits for a store that records it.
+    if !matches!(number, libc::SIGKILL | libc::SIGTERM) {
+        let asked = json!({"kind": "signal", "pid": pid, "signal": number});
+        state.audit().ready_for(&caller, Some(&id), asked)?;
+    }
     process.signal(number).await?;
     state.audit().record(
         &caller,
@@ -470,6 +477,7 @@ pub struct StdinQuery {
         (status = 404, description = "No such sandbox or process", body = ErrorBody),
         (status = 409, description = "The process has ended or its stdin is closed", body = ErrorBody),
         (status = 413, description = "More than 8 MiB in one write", body = ErrorBody),
+        (status = 503, description = "The audit store cannot take the action's record (`audit_unavailable`); nothing was done", body = ErrorBody),
     ))]
 pub async fn stdin(
     State(state): State<AppState>,
@@ -479,6 +487,9 @@ pub async fn stdin(
     req: Request,
 ) -> Result<StatusCode, ApiError> {
     let process = process_of(&state, &caller, &id, pid)?;
+    // Input to a running shell is a command: not while it goes unrecorded.
+    let asked = json!({"kind": "stdin", "pid": pid});
+    state.audit().ready_for(&caller, Some(&id), asked)?;
     let data = read_body(
         req.into_body(),
         STDIN_BODY_LIMIT,
