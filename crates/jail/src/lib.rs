@@ -34,6 +34,7 @@ pub mod seccomp;
 pub mod session;
 mod session_init;
 mod session_ready;
+mod setup_cpu;
 mod spec;
 mod supervise;
 mod sys;

@@ -12,6 +12,7 @@ use crate::error::{ChildReport, JailError, Result};
 use crate::outcome::{Breaches, EndReason, Enforcement, Outcome, WaitStatus};
 use crate::rootfs::Plan;
 use crate::seccomp::{self, FilterOptions};
+use crate::setup_cpu::SetupCpu;
 use crate::spec::{IsolationLevel, Layer, NetworkMode, Spec};
 use crate::supervise::{Supervision, Watched};
 use crate::sys::{self, Forked};
@@ -271,9 +272,13 @@ fn run_level(
 ) -> Result<Outcome> {
     refuse_unsupported(spec)?;
     let started = Instant::now();
+    // The run's processes start on this CPU and stay there; only the
+    // command and the hooks' threads get every CPU (crate::setup_cpu).
+    // Given back when this returns, on every path.
+    let held = SetupCpu::hold();
     let setup = Setup::prepare(spec, options)?;
-    let mut running = setup.launch(spec)?;
-    let seen = running.supervise(spec, sink, options, hooks, started)?;
+    let mut running = setup.launch(spec, held.as_ref())?;
+    let seen = running.supervise(spec, sink, options, hooks, started, held.as_ref())?;
     running.conclude(spec, seen, started)
 }
 
@@ -364,8 +369,9 @@ impl Setup {
     /// Clone the sandbox, map its identity, put it in its groups and let
     /// it go. A sandbox that cannot be let go is killed and reaped (the
     /// groups go with `Groups`' drop).
-    fn launch(mut self, spec: &Spec) -> Result<Running> {
+    fn launch(mut self, spec: &Spec, held: Option<&SetupCpu>) -> Result<Running> {
         let level = spec.isolation.level;
+        let cpus = held.map(SetupCpu::original);
         let (pid, pidfd, in_v2_group) = match clone_sandbox(level, self.groups.group.as_ref()) {
             Ok((Forked::Child, _)) => child::enter(ChildContext {
                 spec,
@@ -380,6 +386,7 @@ impl Setup {
                 session: false,
                 landlock: None,
                 exec_limits: Default::default(),
+                cpus,
             }),
             Ok((Forked::Parent { pid, pidfd }, in_v2_group)) => (pid, pidfd, in_v2_group),
             Err(e) => return Err(e),
@@ -435,12 +442,18 @@ impl Running {
         options: RunOptions,
         hooks: &mut dyn Hooks,
         started: Instant,
+        held: Option<&SetupCpu>,
     ) -> Result<Seen> {
         let signals = options
             .forward_signals
             .then(ForwardedSignals::block)
             .transpose()?;
-        let mut hook_error = start_hooks(hooks, spec, self.pid, &self.control);
+        // The threads the hooks start (the egress proxy's) may use every CPU.
+        let mut start = || start_hooks(hooks, spec, self.pid, &self.control);
+        let mut hook_error = match held {
+            Some(h) => h.unheld_while(start),
+            None => start(),
+        };
         if hook_error.is_some() {
             self.kill();
         }

@@ -406,6 +406,7 @@ pub fn start_session(spec: &Spec, max_execs: u64) -> Result<LiveSandbox> {
             session: true,
             landlock: None,
             exec_limits: Default::default(),
+            cpus: None,
         }),
         Ok((Forked::Parent { pid, pidfd }, in_v2_group)) => (pid, pidfd, in_v2_group),
         Err(e) => {

@@ -524,6 +524,7 @@ fn current<'a>(
         session: true,
         landlock,
         exec_limits: ExecLimits::default(),
+        cpus: None,
     }
 }
 
@@ -775,6 +776,7 @@ pub(crate) fn exec_context<'a>(
         session: true,
         landlock: ctx.landlock,
         exec_limits: ctx.exec_limits,
+        cpus: None,
     }
 }
 
