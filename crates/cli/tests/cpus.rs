@@ -128,3 +128,69 @@ fn the_egress_proxy_may_use_every_cpu() {
     let o = run.finish();
     assert_ne!(o.code, 0, "the command was stopped: {}", o.stderr);
 }
+
+/// A session's init and the leaders it forks stay on one CPU as well; each
+/// exec's command gets every CPU back.
+#[test]
+fn a_session_exec_may_use_every_cpu() {
+    if ready() {
+        return;
+    }
+    let (list, n) = host_cpus();
+    let dir = tempfile::tempdir().unwrap();
+    let _server = Stopped(Some(start_serve(dir.path(), &["--warm", "1"]).0));
+    let socket = dir.path().join("cordon.sock");
+    let cli = |args: &[&str]| {
+        let o = Command::new(cordon_bin())
+            .arg("sandbox")
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // One from the warm pool, one built for the request.
+    for create in [&["create"][..], &["create", "--memory", "300M"][..]] {
+        let (code, out, err) = cli(create);
+        assert_eq!(code, 0, "{err}");
+        let sb = out.trim().to_owned();
+        for _ in 0..2 {
+            let (code, out, err) = cli(&[
+                "exec",
+                &sb,
+                "--",
+                "sh",
+                "-c",
+                "grep Cpus_allowed_list /proc/self/status; nproc; \
+                 python3 -c 'import os; print(len(os.sched_getaffinity(0)))'",
+            ]);
+            assert_eq!(code, 0, "{err}");
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), 3, "{out}");
+            assert_eq!(allowed_list(lines[0]).as_deref(), Some(list.as_str()));
+            assert_eq!(
+                lines[1..],
+                [n.to_string(), n.to_string()],
+                "nproc, Python's affinity"
+            );
+        }
+        let (code, _, err) = cli(&["delete", &sb]);
+        assert_eq!(code, 0, "{err}");
+    }
+}
+
+/// A server stopped when the test ends, failed or not.
+struct Stopped(Option<std::process::Child>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            stop_serve(c);
+        }
+    }
+}

@@ -56,8 +56,8 @@ pub(crate) struct ChildContext<'a> {
     /// whether or not a cgroup holds the session's (empty for a run and
     /// for a session's init).
     pub exec_limits: crate::session::ExecLimits,
-    /// The caller's CPUs, given back to the workload before its command
-    /// runs: a one-shot run's setup is held on one CPU
+    /// The caller's CPUs, given back to the workload just before its
+    /// `execve`: a one-shot run and a session's init are held on one CPU
     /// (crate::setup_cpu).
     pub cpus: Option<&'a rustix::thread::CpuSet>,
 }
@@ -439,16 +439,6 @@ fn file_of_size(dir: &Path, dev: u64, size: u64, budget: &mut usize) -> bool {
 pub(crate) fn workload_main(ctx: &ChildContext<'_>) -> ! {
     let rfd = ctx.fds.report;
     let spec = ctx.spec;
-    if let Some(cpus) = ctx.cpus {
-        if let Err(e) = crate::setup_cpu::give_back(cpus) {
-            fail(
-                rfd,
-                Layer::Cgroup,
-                format!("cannot give the command back the CPUs it may use: {e}"),
-                None,
-            );
-        }
-    }
     sys::reset_signals();
     if ctx.spec.isolation.level == IsolationLevel::Namespaces && ctx.fds.status >= 0 {
         // SAFETY: closing our own descriptor.
@@ -664,6 +654,18 @@ pub(crate) fn exec_command(
     }
     if let Some(r) = last(ctx) {
         fail_with(rfd, r);
+    }
+    // Set up on the one CPU its starter is held on; the command itself
+    // may use every CPU the caller may (crate::setup_cpu).
+    if let Some(cpus) = ctx.cpus {
+        if let Err(e) = crate::setup_cpu::give_back(cpus) {
+            fail(
+                rfd,
+                Layer::Cgroup,
+                format!("cannot give the command back the CPUs it may use: {e}"),
+                None,
+            );
+        }
     }
 
     let mut errno = libc::ENOENT;

@@ -24,8 +24,10 @@ use crate::child::{report, workload_main, ChildContext, ChildFds, FORWARDED};
 use crate::error::ChildReport;
 use crate::session::{recv_message, send_message, ExecLimits, InitOrder, InitReply};
 use crate::session_ready::Ready;
+use crate::setup_cpu::SetupCpu;
 use crate::spec::StdinMode;
 use crate::sys::{self, Forked};
+use rustix::thread::CpuSet;
 
 /// The descriptors an exec order carries, in this order.
 const EXEC_FDS: usize = 4;
@@ -56,7 +58,12 @@ pub(crate) fn serve(ctx: &ChildContext<'_>) -> ! {
     }
     // SAFETY: the control socket stays open for this process's life.
     let control = unsafe { BorrowedFd::borrow_raw(control) };
-    let mut init = Init::new(ctx, control);
+    // This process and the leaders it forks stay on the CPU it runs on,
+    // so that an exec's hand-overs do not wake an idle one; each command
+    // gets every CPU back before its execve (crate::setup_cpu). Held for
+    // the init's life: this function does not return.
+    let held = SetupCpu::hold();
+    let mut init = Init::new(ctx, control, held.as_ref().map(|h| *h.original()));
     let retry = rustix::fs::Timespec {
         tv_sec: 0,
         tv_nsec: RETRY_EVERY.as_nanos() as _,
@@ -216,10 +223,12 @@ struct Init<'c, 'a> {
     ahead_failed: bool,
     /// Orders in the order they came, the first an exec that waits.
     held: VecDeque<Held>,
+    /// The CPUs each command gets back, with this process held on one.
+    cpus: Option<CpuSet>,
 }
 
 impl<'c, 'a> Init<'c, 'a> {
-    fn new(ctx: &'c ChildContext<'a>, control: BorrowedFd<'c>) -> Self {
+    fn new(ctx: &'c ChildContext<'a>, control: BorrowedFd<'c>, cpus: Option<CpuSet>) -> Self {
         let spec = ctx.spec.clone();
         let plan = ctx.plan.cloned();
         hold_process_limit(ctx, &spec);
@@ -235,6 +244,7 @@ impl<'c, 'a> Init<'c, 'a> {
             execs: 0,
             ahead_failed: false,
             held: VecDeque::new(),
+            cpus,
         }
     }
 
@@ -245,6 +255,7 @@ impl<'c, 'a> Init<'c, 'a> {
             &self.spec,
             self.plan.as_ref(),
             self.landlock.as_ref(),
+            self.cpus.as_ref(),
         )
     }
 
@@ -510,6 +521,7 @@ fn current<'a>(
     spec: &'a crate::spec::Spec,
     plan: Option<&'a crate::rootfs::Plan>,
     landlock: Option<&'a crate::landlock_rules::Prepared>,
+    cpus: Option<&'a CpuSet>,
 ) -> ChildContext<'a> {
     ChildContext {
         spec,
@@ -524,7 +536,7 @@ fn current<'a>(
         session: true,
         landlock,
         exec_limits: ExecLimits::default(),
-        cpus: None,
+        cpus,
     }
 }
 
@@ -533,7 +545,7 @@ fn prepare_landlock(
     spec: &crate::spec::Spec,
     plan: Option<&crate::rootfs::Plan>,
 ) -> Option<crate::landlock_rules::Prepared> {
-    crate::child::prepare_landlock(&current(ctx, spec, plan, None))
+    crate::child::prepare_landlock(&current(ctx, spec, plan, None, None))
 }
 
 /// Reap the leaders that have ended; true when the waiting exec's was one
@@ -776,7 +788,7 @@ pub(crate) fn exec_context<'a>(
         session: true,
         landlock: ctx.landlock,
         exec_limits: ctx.exec_limits,
-        cpus: None,
+        cpus: ctx.cpus,
     }
 }
 

@@ -1,4 +1,4 @@
-//! A one-shot sandbox is set up on one CPU.
+//! A sandbox's own processes stay on one CPU; its commands do not.
 //!
 //! Setting up hands the work from process to process: the supervisor
 //! clones the idmapping helper and the init and forks the janitor, the
@@ -6,13 +6,15 @@
 //! a new process on the idlest CPU, so each of these hand-overs wakes the
 //! other CPU, and an idle CPU is slow to wake (a virtual CPU halted in its
 //! hypervisor, a physical one in a deep sleep state): on a 2-vCPU VM this
-//! cost about 0.4 ms of a 5 ms run, and throughput with both CPUs busy fell
-//! too (`benches/startup/run.sh`, BENCHMARKS.md). While the supervisor and
-//! the processes it starts are held on the CPU it runs on, each hand-over
-//! stays there.
+//! cost about 0.3 ms of a 5 ms run, and throughput with both CPUs busy fell
+//! too (`benches/startup/compare.sh`, BENCHMARKS.md). While the supervisor
+//! and the processes it starts are held on the CPU it runs on, each
+//! hand-over stays there. A session's init holds itself the same way
+//! (`session_init::serve`), so the leader and workload of each exec start
+//! on its CPU.
 //!
 //! The command never runs held: the workload gets the caller's CPUs back
-//! before its `execve`. The threads the supervisor starts for the run
+//! just before its `execve`. The threads the supervisor starts for the run
 //! (the egress proxy's) are started with every CPU too. The supervisor
 //! itself, the init (which only waits and reaps) and the janitor (which
 //! only waits) stay on the one CPU until the run ends, so that the
