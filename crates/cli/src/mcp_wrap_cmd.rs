@@ -273,8 +273,9 @@ impl Hooks for WrapHooks<'_> {
     fn started(&mut self, started: &cordon_jail::Started) -> Result<(), String> {
         self.inner.started(started)?;
         self.sandbox = Some(started.pid);
-        self.gateway
-            .start()
+        // The gateway's threads may use every CPU; the supervisor's is
+        // held on one while the sandbox runs.
+        cordon_jail::with_every_cpu(|| self.gateway.start())
             .map_err(|e| format!("cannot start the gateway's threads: {e}"))
     }
 

@@ -753,3 +753,57 @@ fn hostile_server_sees_a_placeholder_for_its_secret() {
     c.close();
     drop(h.dir);
 }
+
+/// The gateway's threads and the egress proxy's may use every CPU the
+/// caller may, while the supervisor's own thread stays on the sandbox's
+/// (crate setup_cpu of cordon-jail).
+#[test]
+fn the_gateways_threads_may_use_every_cpu() {
+    if ready() {
+        return;
+    }
+    let cpus = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_owned())
+    };
+    let own = std::fs::read_to_string("/proc/self/status").unwrap();
+    let every = cpus(&own).unwrap();
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if skip_unless(
+        n >= 2,
+        &format!("this host lets the tests use {n} CPU; the hold needs two"),
+    ) {
+        return;
+    }
+    let h = Hostile::new("hostile-cpus");
+    let mut c = h.start(&[], &[]);
+    c.tools();
+    let pid = c.child.id();
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap();
+        let tid: u32 = task.file_name().to_string_lossy().parse().unwrap();
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap();
+        let name = status.lines().next().unwrap_or_default().to_owned();
+        threads.push((tid, name, cpus(&status).unwrap()));
+    }
+    for (tid, name, list) in &threads {
+        if *tid == pid {
+            assert_ne!(
+                list, &every,
+                "the supervisor's thread is not held: {threads:?}"
+            );
+        } else {
+            assert_eq!(list, &every, "thread {tid} ({name}) is held: {threads:?}");
+        }
+    }
+    assert!(
+        threads.len() > 2,
+        "the gateway and the proxy run threads: {threads:?}"
+    );
+    let (status, stderr, _) = c.close();
+    assert!(status.success(), "{stderr}");
+    drop(h.dir);
+}

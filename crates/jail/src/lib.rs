@@ -60,6 +60,7 @@ pub use run::{
     run, run_with, userns_fix, CaptureSink, Hooks, NoHooks, OutputSink, RunOptions, Started,
     StdioSink, Stream,
 };
+pub use setup_cpu::with_every_cpu;
 pub use spec::{
     Bind, FileOverlay, Isolation, IsolationLevel, Layer, Limits, NetworkMode, OutputLimitAction,
     Spec, StageMode, StagedBind, StdinMode, DEFAULT_PATH, SANDBOX_GID, SANDBOX_UID,

@@ -123,7 +123,9 @@ pub struct Started {
 
 /// Callbacks from the supervisor. They run after the sandbox was cloned,
 /// so they may start threads (which inherit the supervisor's blocked
-/// signals); an error kills the sandbox and fails the run.
+/// signals, and its CPU: start them inside [`crate::with_every_cpu`], as
+/// the supervisor does around [`Hooks::proxy_listener`]); an error kills
+/// the sandbox and fails the run.
 pub trait Hooks {
     /// The sandbox is running.
     fn started(&mut self, _started: &Started) -> std::result::Result<(), String> {
@@ -273,12 +275,12 @@ fn run_level(
     refuse_unsupported(spec)?;
     let started = Instant::now();
     // The run's processes start on this CPU and stay there; only the
-    // command and the hooks' threads get every CPU (crate::setup_cpu).
-    // Given back when this returns, on every path.
+    // command and the threads started for the run get every CPU
+    // (crate::setup_cpu). Given back when this returns, on every path.
     let held = SetupCpu::hold();
     let setup = Setup::prepare(spec, options)?;
     let mut running = setup.launch(spec, held.as_ref())?;
-    let seen = running.supervise(spec, sink, options, hooks, started, held.as_ref())?;
+    let seen = running.supervise(spec, sink, options, hooks, started)?;
     running.conclude(spec, seen, started)
 }
 
@@ -442,18 +444,12 @@ impl Running {
         options: RunOptions,
         hooks: &mut dyn Hooks,
         started: Instant,
-        held: Option<&SetupCpu>,
     ) -> Result<Seen> {
         let signals = options
             .forward_signals
             .then(ForwardedSignals::block)
             .transpose()?;
-        // The threads the hooks start (the egress proxy's) may use every CPU.
-        let mut start = || start_hooks(hooks, spec, self.pid, &self.control);
-        let mut hook_error = match held {
-            Some(h) => h.unheld_while(start),
-            None => start(),
-        };
+        let mut hook_error = start_hooks(hooks, spec, self.pid, &self.control);
         if hook_error.is_some() {
             self.kill();
         }
@@ -944,10 +940,12 @@ fn start_hooks(
         return None;
     }
     match crate::fdpass::recv_fd(control) {
-        Ok(Some(fd)) => hooks
-            .proxy_listener(std::net::TcpListener::from(fd))
-            .err()
-            .map(|e| format!("cannot start the egress proxy: {e}")),
+        // The proxy's threads may use every CPU (crate::setup_cpu).
+        Ok(Some(fd)) => crate::setup_cpu::with_every_cpu(|| {
+            hooks.proxy_listener(std::net::TcpListener::from(fd))
+        })
+        .err()
+        .map(|e| format!("cannot start the egress proxy: {e}")),
         Ok(None) => None,
         Err(e) => Some(format!("cannot receive the proxy listener: {e}")),
     }
