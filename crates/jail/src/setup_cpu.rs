@@ -53,7 +53,9 @@ impl SetupCpu {
             return None;
         }
         let here = sched_getcpu();
-        if !original.is_set(here) {
+        // (Beyond `MAX_CPU` the kernel refused `sched_getaffinity` above;
+        // checked anyway, as `is_set` would panic there.)
+        if here >= CpuSet::MAX_CPU || !original.is_set(here) {
             return None;
         }
         let mut held = CpuSet::new();
