@@ -663,7 +663,10 @@ pub(crate) fn exec_command(
                 rfd,
                 Layer::Cgroup,
                 format!("cannot give the command back the CPUs it may use: {e}"),
-                None,
+                Some(
+                    "run it again: this happens only when the CPUs cordon may use changed \
+                     while the sandbox was set up (taskset, a cpuset, a CPU taken offline)",
+                ),
             );
         }
     }
