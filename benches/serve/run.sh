@@ -3,7 +3,9 @@
 #   bare     /bin/true
 #   bwrap    bwrap --unshare-all /bin/true (the yardstick)
 #   cordon   a warm pool's create + exec /bin/true + delete over the unix
-#            socket with a keep-alive client; exec /bin/true in an existing
+#            socket with a keep-alive client, the pool full before each
+#            cycle, then at the pool's refill rate (a build beside each
+#            cycle); exec /bin/true in an existing
 #            session, back to back and 5 ms apart (bare exec also paced);
 #            a code-context cell `1+1`; N clients at once doing
 #            create + exec + delete (p99, errors, pool hit ratio); host

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Commands timed in alternation: one run of each in turn (the order
+reversed every other round), so that a machine whose speed drifts over
+minutes, as these VMs do, moves every command alike. hyperfine (used by
+compare.sh) runs all of one command's runs before the next command's.
+
+Usage: benches/startup/interleaved.py [--runs N] [--warmup N] LABEL=COMMAND...
+
+  benches/startup/interleaved.py --runs 300 \\
+      before="/tmp/before/cordon run --no-audit -- /bin/true" \\
+      after="target/release/cordon run --no-audit -- /bin/true" \\
+      bwrap="bwrap --unshare-all --ro-bind / / /bin/true"
+
+Each command is split on blanks (no shell) and started with posix_spawn,
+its output sent to /dev/null; the time is from the spawn to the reaping.
+
+Compare binaries as fresh copies (`cp`) made just before: a binary that
+had uprobes placed on it (perf probe, tracefs) was seen to stay 0.5-0.65
+ms slower per run than a fresh copy of the same file, after the probes
+were removed (BENCHMARKS.md).
+"""
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+
+
+def spawn_and_wait(argv, devnull):
+    actions = [
+        (os.POSIX_SPAWN_DUP2, devnull, 1),
+        (os.POSIX_SPAWN_DUP2, devnull, 2),
+    ]
+    start = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+    _, status = os.waitpid(pid, 0)
+    return (time.perf_counter() - start) * 1000.0, status
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("commands", nargs="+", metavar="LABEL=COMMAND")
+    args = parser.parse_args()
+    commands = []
+    for item in args.commands:
+        label, sep, command = item.partition("=")
+        argv = command.split()
+        if not sep or not argv:
+            sys.exit(f"not LABEL=COMMAND: {item!r}")
+        program = shutil.which(argv[0])
+        if program is None:
+            sys.exit(f"{label}: no such program: {argv[0]}")
+        commands.append((label, [program] + argv[1:]))
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    times = {label: [] for label, _ in commands}
+    failed = {label: 0 for label, _ in commands}
+    for i in range(args.warmup + args.runs):
+        order = commands if i % 2 == 0 else commands[::-1]
+        for label, argv in order:
+            ms, status = spawn_and_wait(argv, devnull)
+            if i < args.warmup:
+                continue
+            if status != 0:
+                failed[label] += 1
+            times[label].append(ms)
+    print(f"{args.runs} runs of each, alternating; ms")
+    print(f"{'':16} {'median':>8} {'p25':>8} {'p75':>8}  failed")
+    for label, _ in commands:
+        v = sorted(times[label])
+        print(f"{label:16} {statistics.median(v):8.3f} {v[len(v) // 4]:8.3f} "
+              f"{v[3 * len(v) // 4]:8.3f}  {failed[label]}")
+    if any(failed.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
