@@ -382,29 +382,52 @@ fn main() {
     conn.json("DELETE", &format!("/v1/sandboxes/{id}"), None, 204);
 
     // Many clients at once: create + exec + delete each, the pool (sized
-    // for the burst) full first.
+    // for the burst) full first. Every client connects, then all start
+    // together: without the barrier the first clients' cycles ran while
+    // the last threads were still being started, and the burst's p99
+    // depended on how far those starts overlapped.
     wait_full(&mut conn);
     let before = pool(&mut conn);
-    let started = Instant::now();
+    let go = std::sync::Arc::new(std::sync::Barrier::new(clients + 1));
     let handles: Vec<_> = (0..clients)
         .map(|_| {
             let socket = socket.clone();
+            let go = go.clone();
             std::thread::spawn(move || {
-                let mut c = Conn::open(&socket);
-                (0..per_client)
+                // A client that cannot connect still meets the others at
+                // the barrier (or they would wait for it forever), then
+                // counts its cycles as errors.
+                let conn = std::panic::catch_unwind(|| Conn::open(&socket)).ok();
+                go.wait();
+                let began = Instant::now();
+                let Some(mut c) = conn else {
+                    return (vec![None; per_client], began, began);
+                };
+                let results = (0..per_client)
                     .map(|_| {
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cycle(&mut c)))
                             .ok()
                     })
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>();
+                (results, began, Instant::now())
             })
         })
         .collect();
+    go.wait();
+    // The burst's span: from the first client's start to the last one's
+    // end (the threads measure it, not this one, which may wait for a CPU
+    // behind them).
+    let mut span: Option<(Instant, Instant)> = None;
     let mut all = Vec::new();
     let mut burst_steps: [Vec<f64>; 3] = Default::default();
     let mut errors = 0;
     for h in handles {
-        for r in h.join().unwrap_or_default() {
+        let Ok((results, began, ended)) = h.join() else {
+            errors += per_client;
+            continue;
+        };
+        span = Some(span.map_or((began, ended), |(b, e)| (b.min(began), e.max(ended))));
+        for r in results {
             match r {
                 Some((ms, each)) => {
                     all.push(ms);
@@ -423,7 +446,7 @@ fn main() {
             round(quantile(&mut v, 0.5))
         }
     });
-    let wall = started.elapsed().as_secs_f64();
+    let wall = span.map_or(0.0, |(b, e)| e.duration_since(b).as_secs_f64());
     let after = pool(&mut conn);
     let hits = after["hits"].as_u64().unwrap_or(0) - before["hits"].as_u64().unwrap_or(0);
     let misses = after["misses"].as_u64().unwrap_or(0) - before["misses"].as_u64().unwrap_or(0);
@@ -431,7 +454,7 @@ fn main() {
     report(
         &format!("{clients} clients at once: create + exec + delete"),
         &mut all,
-        json!({"errors": errors, "cycles_per_s": round(done as f64 / wall),
+        json!({"errors": errors, "cycles_per_s": round(done as f64 / wall.max(1e-9)),
                "create_median_ms": create, "exec_median_ms": exec, "delete_median_ms": delete,
                "pool_hit_ratio": round(hits as f64 / (hits + misses).max(1) as f64)}),
     );
