@@ -5,8 +5,8 @@
 #   cordon   a warm pool's create + exec /bin/true + delete over the unix
 #            socket with a keep-alive client, the pool full before each
 #            cycle, then at the pool's refill rate (a build beside each
-#            cycle); exec /bin/true in an existing
-#            session, back to back and 5 ms apart (bare exec also paced);
+#            cycle); exec /bin/true in an existing session, back to back
+#            and 5 ms apart (bare exec also paced);
 #            a code-context cell `1+1`; N clients at once doing
 #            create + exec + delete (p99, errors, pool hit ratio); host
 #            memory per idle session and the server's RSS.

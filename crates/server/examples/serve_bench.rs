@@ -173,6 +173,14 @@ fn wait_full(conn: &mut Conn) {
     }
 }
 
+/// How much a pool counter grew between two readings.
+fn grew(before: &Value, after: &Value, key: &str) -> u64 {
+    after[key]
+        .as_u64()
+        .unwrap_or(0)
+        .saturating_sub(before[key].as_u64().unwrap_or(0))
+}
+
 /// `runs` warm cycles, each after `wait`, reported as `name` against
 /// bwrap's median.
 fn warm_cycles(
@@ -196,13 +204,13 @@ fn warm_cycles(
     let after = pool(conn);
     let median = quantile(&mut warm, 0.5);
     let [create, exec, delete] = steps.map(|mut v| round(quantile(&mut v, 0.5)));
-    let counted = |key: &str| after[key].as_u64().unwrap_or(0) - before[key].as_u64().unwrap_or(0);
     report(
         name,
         &mut warm,
         json!({"x_bwrap_median": round(median / bwrap_median),
                "create_median_ms": create, "exec_median_ms": exec, "delete_median_ms": delete,
-               "pool_hits": counted("hits"), "pool_misses": counted("misses")}),
+               "pool_hits": grew(&before, &after, "hits"),
+               "pool_misses": grew(&before, &after, "misses")}),
     );
 }
 
@@ -448,8 +456,8 @@ fn main() {
     });
     let wall = span.map_or(0.0, |(b, e)| e.duration_since(b).as_secs_f64());
     let after = pool(&mut conn);
-    let hits = after["hits"].as_u64().unwrap_or(0) - before["hits"].as_u64().unwrap_or(0);
-    let misses = after["misses"].as_u64().unwrap_or(0) - before["misses"].as_u64().unwrap_or(0);
+    let hits = grew(&before, &after, "hits");
+    let misses = grew(&before, &after, "misses");
     let done = all.len();
     report(
         &format!("{clients} clients at once: create + exec + delete"),
