@@ -13,6 +13,8 @@ Usage: benches/startup/interleaved.py [--runs N] [--warmup N] LABEL=COMMAND...
 
 Each command is split on blanks (no shell) and started with posix_spawn,
 its output sent to /dev/null; the time is from the spawn to the reaping.
+A word `N<FILE` is no argument: FILE is opened for reading on descriptor
+N of that command, anew for each run (`bwrap --seccomp 3 ... 3<FILE`).
 
 Compare binaries as fresh copies (`cp`) made just before: a binary that
 had uprobes placed on it (perf probe, tracefs) was seen to stay 0.5-0.65
@@ -21,17 +23,21 @@ were removed (BENCHMARKS.md).
 """
 import argparse
 import os
+import re
 import shutil
 import statistics
 import sys
 import time
 
+# `N<FILE`: FILE on descriptor N.
+INPUT = re.compile(r"^[0-9]+<.+$")
 
-def spawn_and_wait(argv, devnull):
+
+def spawn_and_wait(argv, inputs, devnull):
     actions = [
         (os.POSIX_SPAWN_DUP2, devnull, 1),
         (os.POSIX_SPAWN_DUP2, devnull, 2),
-    ]
+    ] + [(os.POSIX_SPAWN_OPEN, fd, path, os.O_RDONLY, 0) for fd, path in inputs]
     start = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
     _, status = os.waitpid(pid, 0)
@@ -47,20 +53,22 @@ def main():
     commands = []
     for item in args.commands:
         label, sep, command = item.partition("=")
-        argv = command.split()
+        words = command.split()
+        inputs = [(int(w.split("<", 1)[0]), w.split("<", 1)[1]) for w in words if INPUT.match(w)]
+        argv = [w for w in words if not INPUT.match(w)]
         if not sep or not argv:
             sys.exit(f"not LABEL=COMMAND: {item!r}")
         program = shutil.which(argv[0])
         if program is None:
             sys.exit(f"{label}: no such program: {argv[0]}")
-        commands.append((label, [program] + argv[1:]))
+        commands.append((label, [program] + argv[1:], inputs))
     devnull = os.open(os.devnull, os.O_WRONLY)
-    times = {label: [] for label, _ in commands}
-    failed = {label: 0 for label, _ in commands}
+    times = {label: [] for label, _, _ in commands}
+    failed = {label: 0 for label, _, _ in commands}
     for i in range(args.warmup + args.runs):
         order = commands if i % 2 == 0 else commands[::-1]
-        for label, argv in order:
-            ms, status = spawn_and_wait(argv, devnull)
+        for label, argv, inputs in order:
+            ms, status = spawn_and_wait(argv, inputs, devnull)
             if i < args.warmup:
                 continue
             if status != 0:
@@ -68,7 +76,7 @@ def main():
             times[label].append(ms)
     print(f"{args.runs} runs of each, alternating; ms")
     print(f"{'':16} {'median':>8} {'p25':>8} {'p75':>8}  failed")
-    for label, _ in commands:
+    for label, _, _ in commands:
         v = sorted(times[label])
         print(f"{label:16} {statistics.median(v):8.3f} {v[len(v) // 4]:8.3f} "
               f"{v[3 * len(v) // 4]:8.3f}  {failed[label]}")

@@ -144,6 +144,21 @@ impl SeccompProgram {
     pub fn is_empty(&self) -> bool {
         self.instructions.is_empty()
     }
+
+    /// The program as the kernel's `struct sock_filter` array in native
+    /// byte order: the form `prctl(PR_SET_SECCOMP)` takes, and the file
+    /// `bwrap --seccomp FD` reads (benches/startup/layers.sh runs bwrap
+    /// with this program as its same-layers baseline).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.instructions.len() * 8);
+        for i in &self.instructions {
+            out.extend_from_slice(&i.code.to_ne_bytes());
+            out.push(i.jt);
+            out.push(i.jf);
+            out.extend_from_slice(&i.k.to_ne_bytes());
+        }
+        out
+    }
 }
 
 /// The filter for the given options on this machine's architecture. It

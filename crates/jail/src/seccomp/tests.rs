@@ -720,3 +720,24 @@ fn the_kernel_places_every_number_in_a_few_steps() {
         assert!(longest <= 16, "{}: a walk of {longest} steps", case.what());
     }
 }
+
+/// The byte form (what `bwrap --seccomp` reads) is the instructions in
+/// order, eight bytes each, decoding back to the same program.
+#[test]
+fn the_byte_form_decodes_to_the_same_instructions() {
+    let options = FilterOptions {
+        unix_sockets: false,
+        inet_sockets: false,
+        notify: false,
+        observe: false,
+    };
+    let program = compile(options).unwrap();
+    let bytes = program.to_bytes();
+    assert_eq!(bytes.len(), program.len() * 8);
+    for (chunk, insn) in bytes.chunks_exact(8).zip(&program.instructions) {
+        assert_eq!(u16::from_ne_bytes([chunk[0], chunk[1]]), insn.code);
+        assert_eq!((chunk[2], chunk[3]), (insn.jt, insn.jf));
+        let k = u32::from_ne_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+        assert_eq!(k, insn.k);
+    }
+}
