@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # N clients at once doing create + exec /bin/true + delete against a
 # server whose warm pool holds them all, several bursts in a row, with
-# the option of a system-wide profile of the last one.
+# the option of a system-wide profile of the last one; then the same
+# bursts of bare /bin/true and of bwrap, spawned at once (burst_baseline.py).
 #
 # Usage: benches/serve/burst.sh [--clients N] [--bursts N] [--perf FILE]
 #   --perf FILE   record the last burst with `perf record -a -g` into FILE
@@ -19,6 +20,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--clients N] [--bursts N] [--perf FILE]" >&2; exit 2 ;;
   esac
 done
+command -v bwrap >/dev/null || { echo "missing: bwrap (apt-get install bubblewrap)" >&2; exit 1; }
 [ -z "$perf_out" ] || command -v perf >/dev/null || { echo "missing: perf (apt-get install linux-perf)" >&2; exit 1; }
 
 . "$root/benches/serve/serve_lib.sh"
@@ -37,3 +39,13 @@ for i in $(seq "$bursts"); do
   "${run[@]}" | grep 'clients at once'
   sleep 3
 done
+
+# The same burst without cordon, in the same run: N bare /bin/true and N
+# `bwrap --unshare-all /bin/true` (the yardstick of run.sh) spawned at once.
+bw="bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr"
+for d in /bin /sbin /lib /lib64; do
+  if [ -L "$d" ]; then bw+=" --symlink $(readlink "$d") $d"; elif [ -d "$d" ]; then bw+=" --ro-bind $d $d"; fi
+done
+bw+=" --tmpfs /tmp --proc /proc --dev /dev"
+python3 "$root/benches/serve/burst_baseline.py" --clients "$clients" --bursts "$bursts" \
+  bare=/bin/true "bwrap=$bw /bin/true"
