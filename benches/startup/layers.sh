@@ -21,9 +21,10 @@
 # bwrap with cordon's layers, as far as bwrap has them: cordon's seccomp
 # program (refusing in the kernel: bwrap has no user-notification
 # supervisor), no capabilities, no nested user namespaces, a read-only
-# root, the same /etc (ten host entries bound, six files written, the
-# localtime link), a tmpfs on /dev/shm, the nine /proc masks and the
-# read-only /proc/fs. What bwrap has no counterpart for stays out of it
+# root, the same /etc names (ten host entries bound read-only; the six
+# small files cordon writes into its /etc tmpfs, bound here from a scratch
+# folder; the localtime link), a tmpfs on /dev/shm, the nine /proc masks
+# and read-only /proc/sys and /proc/fs. What bwrap has no counterpart for stays out of it
 # and is cordon's alone: cgroups and their removal, Landlock, rlimits,
 # the user-notification listener, the run's report and audit record.
 set -euo pipefail
@@ -52,7 +53,7 @@ if [ "$keep" = 1 ]; then echo "work folder: $work"; else trap 'rm -rf "$work"' E
 cp "$cordon" "$work/cordon"
 (cd "$repo" && cargo run -q --release -p cordon-jail --example seccomp_dump -- "$work/seccomp.bpf") >/dev/null
 
-# The files cordon writes into the sandbox's /etc, of the same sizes.
+# Small stand-ins for the files cordon writes into the sandbox's /etc.
 mkdir "$work/etc"
 printf 'sandbox\n' >"$work/etc/hostname"
 printf '127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n' >"$work/etc/hosts"
