@@ -24,9 +24,10 @@
 # root, the same /etc names (ten host entries bound read-only; the six
 # small files cordon writes into its /etc tmpfs, bound here from a scratch
 # folder; the localtime link), a tmpfs on /dev/shm, the nine /proc masks
-# and read-only /proc/sys and /proc/fs. What bwrap has no counterpart for stays out of it
-# and is cordon's alone: cgroups and their removal, Landlock, rlimits,
-# the user-notification listener, the run's report and audit record.
+# and read-only /proc/sys and /proc/fs. What bwrap has no counterpart for
+# stays out of it and is cordon's alone: cgroups and their removal,
+# Landlock, rlimits, the user-notification listener, the run's report and
+# audit record.
 set -euo pipefail
 
 runs=300 cordon=target/release/cordon show=0 keep=0 parts=0 command=/bin/true
