@@ -11,18 +11,21 @@ Usage: benches/serve/burst_baseline.py [--clients N] [--bursts N] LABEL=COMMAND.
       bwrap="bwrap --unshare-all --ro-bind / / /bin/true"
 
 Each command is split on blanks (no shell) and started with posix_spawn,
-its output sent to /dev/null. All N are spawned first, then reaped, so
+its output sent to /dev/null (and `N<FILE` read as in
+benches/startup/interleaved.py, whose parsing this uses). All N are spawned first, then reaped, so
 the spawning itself is part of the burst, as a server's accepting is.
 """
 import argparse
 import os
-import shutil
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "startup"))
+from interleaved import file_actions, parse_commands  # noqa: E402
 
-def burst(argv, clients, devnull):
-    actions = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
+
+def burst(argv, inputs, clients, devnull):
+    actions = file_actions(inputs, devnull)
     start = time.perf_counter()
     pids = [os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
             for _ in range(clients)]
@@ -41,21 +44,12 @@ def main():
     parser.add_argument("--bursts", type=int, default=3)
     parser.add_argument("commands", nargs="+", metavar="LABEL=COMMAND")
     args = parser.parse_args()
-    commands = []
-    for item in args.commands:
-        label, sep, command = item.partition("=")
-        argv = command.split()
-        if not sep or not argv:
-            sys.exit(f"not LABEL=COMMAND: {item!r}")
-        program = shutil.which(argv[0])
-        if program is None:
-            sys.exit(f"{label}: no such program: {argv[0]}")
-        commands.append((label, [program] + argv[1:]))
+    commands = parse_commands(args.commands)
     devnull = os.open(os.devnull, os.O_WRONLY)
     any_failed = False
     for b in range(args.bursts):
-        for label, argv in commands:
-            latencies, failed = burst(argv, args.clients, devnull)
+        for label, argv, inputs in commands:
+            latencies, failed = burst(argv, inputs, args.clients, devnull)
             any_failed |= failed > 0
             p50 = latencies[len(latencies) // 2]
             p99 = latencies[min(len(latencies) - 1, (len(latencies) * 99) // 100)]

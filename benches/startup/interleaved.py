@@ -33,11 +33,34 @@ import time
 INPUT = re.compile(r"^[0-9]+<.+$")
 
 
-def spawn_and_wait(argv, inputs, devnull):
-    actions = [
+def parse_commands(items):
+    """`LABEL=COMMAND` arguments as (label, argv with the program's full
+    path, [(descriptor, file)]); exits with the reason on a bad one."""
+    commands = []
+    for item in items:
+        label, sep, command = item.partition("=")
+        words = command.split()
+        inputs = [(int(w.split("<", 1)[0]), w.split("<", 1)[1]) for w in words if INPUT.match(w)]
+        argv = [w for w in words if not INPUT.match(w)]
+        if not sep or not argv:
+            sys.exit(f"not LABEL=COMMAND: {item!r}")
+        program = shutil.which(argv[0])
+        if program is None:
+            sys.exit(f"{label}: no such program: {argv[0]}")
+        commands.append((label, [program] + argv[1:], inputs))
+    return commands
+
+
+def file_actions(inputs, devnull):
+    """posix_spawn's actions: output to `devnull`, each input file opened."""
+    return [
         (os.POSIX_SPAWN_DUP2, devnull, 1),
         (os.POSIX_SPAWN_DUP2, devnull, 2),
     ] + [(os.POSIX_SPAWN_OPEN, fd, path, os.O_RDONLY, 0) for fd, path in inputs]
+
+
+def spawn_and_wait(argv, inputs, devnull):
+    actions = file_actions(inputs, devnull)
     start = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
     _, status = os.waitpid(pid, 0)
@@ -50,18 +73,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("commands", nargs="+", metavar="LABEL=COMMAND")
     args = parser.parse_args()
-    commands = []
-    for item in args.commands:
-        label, sep, command = item.partition("=")
-        words = command.split()
-        inputs = [(int(w.split("<", 1)[0]), w.split("<", 1)[1]) for w in words if INPUT.match(w)]
-        argv = [w for w in words if not INPUT.match(w)]
-        if not sep or not argv:
-            sys.exit(f"not LABEL=COMMAND: {item!r}")
-        program = shutil.which(argv[0])
-        if program is None:
-            sys.exit(f"{label}: no such program: {argv[0]}")
-        commands.append((label, [program] + argv[1:], inputs))
+    commands = parse_commands(args.commands)
     devnull = os.open(os.devnull, os.O_WRONLY)
     times = {label: [] for label, _, _ in commands}
     failed = {label: 0 for label, _, _ in commands}
