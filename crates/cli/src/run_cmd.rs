@@ -145,6 +145,8 @@ pub struct SandboxArgs {
     pub(crate) https_only: bool,
     /// For the proxy only, resolve HOST[:PORT] to ADDRESS (like curl's --resolve; repeatable).
     /// Such operator-declared addresses may be private or loopback.
+    /// `ipv4only.arpa=PREFIX::192.0.0.170` declares the network's NAT64
+    /// prefix, under which addresses are judged by the IPv4 address they carry.
     #[arg(long, value_name = "HOST[:PORT]=ADDR", value_parser = egress::parse_resolve)]
     pub(crate) resolve: Vec<(String, cordon_egress::OverrideAddr)>,
     /// Audit store (SQLite); default: the profile's audit.path, else ~/.local/state/cordon/audit.db.

@@ -12,6 +12,7 @@
 mod common;
 use common::*;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -1830,6 +1831,154 @@ fn a_name_that_resolves_to_loopback_is_refused() {
         Some(200),
     );
     assert_eq!(web.paths(), vec!["/hello.txt"]);
+}
+
+/// The network's own NAT64 prefix in these tests (a /96 from the global
+/// unicast space that IANA lists no special purpose for), and the metadata
+/// service's address under it.
+const NSP: &str = "2602:fe00:64::";
+const NSP_METADATA: &str = "2602:fe00:64::a9fe:a9fe";
+
+/// Layer: the address guard's NAT64 prefixes (egress). On a network whose
+/// translator uses a prefix of its own, `PREFIX::a9fe:a9fe` is the metadata
+/// service; the guard learns the prefix from `ipv4only.arpa` (RFC 7050),
+/// here declared with `--resolve` as a DNS64 resolver would answer it.
+/// Control: without the prefix the same address is not refused, so the
+/// refusal is this layer's.
+#[test]
+fn a_literal_under_the_networks_nat64_prefix_is_judged_by_what_it_carries() {
+    if ready_with(&["curl"]) {
+        return;
+    }
+    let n = Net::new();
+    let allow = format!("[{NSP_METADATA}]");
+    let url = format!("http://[{NSP_METADATA}]/latest/meta-data/");
+    let curl = ["curl", "-sS", "-m", "5", url.as_str()];
+    let declared = [
+        format!("ipv4only.arpa={NSP}c000:aa"),
+        format!("ipv4only.arpa={NSP}c000:ab"),
+    ];
+    let o = n.wd.run(
+        &[
+            "--allow-net",
+            &allow,
+            "--resolve",
+            &declared[0],
+            "--resolve",
+            &declared[1],
+        ],
+        &curl,
+    );
+    assert!(
+        o.stdout.contains(&format!(
+            "{NSP_METADATA} is a cloud metadata address (169.254.169.254, through this \
+             network's NAT64 prefix {NSP}/96"
+        )),
+        "{}",
+        dump(&o)
+    );
+    let evs = events(&o);
+    assert_eq!(evs.len(), 1, "{}", dump(&o));
+    let rule = format!("metadata-address {NSP_METADATA}");
+    check_event(&evs[0], "http", NSP_METADATA, 80, "deny", &rule, Some(403));
+
+    // Control: no DNS64 answer (the plain A records), no prefix.
+    let o = n.wd.run(
+        &[
+            "--allow-net",
+            &allow,
+            "--resolve",
+            "ipv4only.arpa=192.0.0.170",
+        ],
+        &curl,
+    );
+    assert!(!o.stdout.contains("cloud metadata"), "{}", dump(&o));
+    assert!(
+        events(&o).iter().all(|e| e["decision"] == "allow"),
+        "{}",
+        dump(&o)
+    );
+}
+
+/// The same through the host's own resolver: `ipv4only.arpa` and the
+/// allowed name both answered by the host's `/etc/hosts` (bound over it in
+/// a mount namespace of the run's own, which needs root), as a DNS64
+/// resolver would answer them. Control: the same name with no synthesized
+/// `ipv4only.arpa` answer is not refused.
+#[test]
+fn root_only_a_name_under_the_networks_nat64_prefix_is_refused_through_the_hosts_resolver() {
+    if ready_with(&["curl", "unshare"]) {
+        return;
+    }
+    if skip_unless(
+        is_root(),
+        "binding over /etc/hosts in a mount namespace needs root",
+    ) {
+        return;
+    }
+    let n = Net::new();
+    let curl = [
+        "curl",
+        "-sS",
+        "-m",
+        "5",
+        "http://metadata.test/latest/meta-data/",
+    ];
+    let flags = ["--allow-net", "metadata.test"];
+    let hosts = format!(
+        "127.0.0.1 localhost\n{NSP_METADATA} metadata.test\n\
+         {NSP}c000:aa ipv4only.arpa\n{NSP}c000:ab ipv4only.arpa\n"
+    );
+    let o = run_with_hosts(&n, &hosts, &flags, &curl);
+    assert!(
+        o.stdout.contains(&format!(
+            "denied (it resolves to {NSP_METADATA}): {NSP_METADATA} is a cloud metadata \
+             address (169.254.169.254, through this network's NAT64 prefix {NSP}/96"
+        )),
+        "{}",
+        dump(&o)
+    );
+    let evs = events(&o);
+    assert_eq!(evs.len(), 1, "{}", dump(&o));
+    let rule = format!("metadata-address {NSP_METADATA}");
+    check_event(
+        &evs[0],
+        "http",
+        "metadata.test",
+        80,
+        "deny",
+        &rule,
+        Some(403),
+    );
+
+    // Control: the name alone, no synthesized answer for ipv4only.arpa.
+    let hosts = format!("127.0.0.1 localhost\n{NSP_METADATA} metadata.test\n");
+    let o = run_with_hosts(&n, &hosts, &flags, &curl);
+    assert!(!o.stdout.contains("cloud metadata"), "{}", dump(&o));
+    assert!(
+        events(&o).iter().all(|e| e["decision"] == "allow"),
+        "{}",
+        dump(&o)
+    );
+}
+
+/// `cordon run` in a mount namespace of its own whose `/etc/hosts` is
+/// `hosts` (`unshare` execs in place: the pid is cordon's).
+fn run_with_hosts(n: &Net, hosts: &str, flags: &[&str], cmd: &[&str]) -> Outcome {
+    let hosts_file = n.hp().join("hosts");
+    std::fs::write(&hosts_file, hosts).unwrap();
+    let wrapper: [&OsStr; 9] = [
+        "unshare".as_ref(),
+        "--mount".as_ref(),
+        "--propagation".as_ref(),
+        "private".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#.as_ref(),
+        "sh".as_ref(),
+        hosts_file.as_os_str(),
+    ];
+    n.wd.run_under(&wrapper, flags, cmd)
 }
 
 // ---------------------------------------------------------------------------

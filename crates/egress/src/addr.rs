@@ -3,6 +3,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::nat64::{carried_v4, Nat64Prefix};
+
 /// Why an address is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddrClass {
@@ -35,6 +37,38 @@ pub fn classify(ip: IpAddr) -> Option<AddrClass> {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
     }
+}
+
+/// [`classify`] on a network that translates the IPv6 addresses under the
+/// NAT64 prefixes `nat64` (its own, see `crate::nat64`): an address the
+/// rest find public but that lies under one of them is judged by the IPv4
+/// address it carries, returned with the prefix.
+pub fn classify_on_network(
+    ip: IpAddr,
+    nat64: &[Nat64Prefix],
+) -> Option<(AddrClass, Option<Translated>)> {
+    if let Some(class) = classify(ip) {
+        return Some((class, None));
+    }
+    let IpAddr::V6(v6) = ip else { return None };
+    nat64.iter().find_map(|prefix| {
+        let carried = prefix.carried(v6)?;
+        let class = classify_v4(carried)?;
+        Some((
+            class,
+            Some(Translated {
+                prefix: *prefix,
+                carried,
+            }),
+        ))
+    })
+}
+
+/// Where a refused IPv6 address goes through the network's NAT64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Translated {
+    pub prefix: Nat64Prefix,
+    pub carried: Ipv4Addr,
 }
 
 fn classify_v4(ip: Ipv4Addr) -> Option<AddrClass> {
@@ -119,12 +153,10 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<(V4Form, Vec<Ipv4Addr>)> {
         [0x64, 0xff9b, 0, 0, 0, 0, ..] => (V4Form::Nat64, vec![last]),
         [0x64, 0xff9b, 1, ..] => (
             V4Form::Nat64Local,
-            vec![
-                v4([6, 7, 9, 10]),
-                v4([7, 9, 10, 11]),
-                v4([9, 10, 11, 12]),
-                last,
-            ],
+            [48, 56, 64, 96]
+                .into_iter()
+                .map(|len| carried_v4(ip, len))
+                .collect(),
         ),
         [0x2002, ..] => (V4Form::SixToFour, vec![v4([2, 3, 4, 5])]),
         [0x2001, 0, ..] => (

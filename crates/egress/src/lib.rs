@@ -6,7 +6,8 @@
 //! sandbox's rules before any name is resolved; names are then resolved on
 //! the host side and refused when any address is private, loopback,
 //! link-local, multicast, reserved or a cloud metadata address (unless
-//! `allow_private`); the checked address is the one connected to. Tunnels to
+//! `allow_private`), also when an IPv6 address carries such an IPv4
+//! address, the host network's own NAT64 prefix included; the checked address is the one connected to. Tunnels to
 //! port 443 (to every port under `https_only`) must start with a TLS
 //! ClientHello whose SNI names the requested host. Each attempt produces
 //! exactly one [`EgressEvent`], with secrets in URLs redacted.
@@ -39,6 +40,7 @@ pub mod http1;
 mod identity;
 mod limits;
 mod live;
+mod nat64;
 mod proxy;
 mod rules;
 pub mod sni;
@@ -48,7 +50,7 @@ mod stream;
 use std::future::Future;
 use std::sync::Arc;
 
-pub use addr::{classify as classify_address, AddrClass};
+pub use addr::{classify as classify_address, classify_on_network, AddrClass, Translated};
 pub use config::{EgressConfig, OverrideAddr, RateLimit, Unlisted};
 pub use error::{EgressError, RuleError};
 pub use event::{
@@ -57,6 +59,7 @@ pub use event::{
 };
 pub use identity::{Identity, InjectWhere, SecretBinding};
 pub use live::LiveGrants;
+pub use nat64::{prefixes_in as nat64_prefixes_in, Nat64Prefix};
 pub use proxy::{
     Approver, BoxFuture, DenyApprover, Egress, EgressSummary, EventWriter, InterceptedTunnel,
     LimitRefusal, PlainHttpWatch, ProxyHandle, RequestGate, Ruling, SecretNote, TlsInterceptor,

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 
-use crate::addr::{classify, AddrClass};
+use crate::addr::{classify_on_network, AddrClass, Translated};
 use crate::config::{Compiled, EgressConfig, Unlisted};
 use crate::error::EgressError;
 use crate::event::{redact_url, Decision, EgressEvent, EventSink, NullSink, Protocol};
@@ -26,6 +26,7 @@ use crate::http1::{
 };
 use crate::limits::{Applicable, LimitHit, Limiter};
 use crate::live::{Cut, LiveGrants, CONNECTION};
+use crate::nat64::{self, Nat64Prefix};
 use crate::rules::DestHost;
 use crate::sni::{parse_client_hello, HelloError, MAX_CLIENT_HELLO};
 use crate::stream::{BufStream, Meter, Metered, TunnelStream, HIT_CAP, HIT_RATE};
@@ -293,6 +294,8 @@ struct Shared {
     splice: bool,
     /// Hosts granted while it runs (crate::live).
     live: Option<LiveGrants>,
+    /// The host network's own NAT64 prefixes, once learned (`crate::nat64`).
+    nat64: tokio::sync::Mutex<Nat64State>,
 }
 
 /// A configured proxy, ready to serve a listener.
@@ -325,6 +328,7 @@ impl Egress {
                 stats: Stats::default(),
                 splice: std::env::var_os("CORDON_EGRESS_NO_SPLICE").is_none(),
                 live: None,
+                nat64: tokio::sync::Mutex::new(Nat64State::Unknown),
             }),
             threads: 1,
         })
@@ -826,39 +830,122 @@ impl Shared {
             });
         }
         if !self.cfg.cfg.allow_private {
-            for a in &addrs {
-                let Some(class) = classify(a.ip()) else {
-                    continue;
-                };
-                let ip = a.ip();
-                let shown = if is_ip {
-                    String::new()
-                } else {
-                    format!(" (it resolves to {ip})")
-                };
-                let (rule, what) = match class {
-                    AddrClass::Metadata => (
-                        format!("metadata-address {ip}"),
-                        "a cloud metadata address".to_string(),
-                    ),
-                    AddrClass::NotPublic(why) => {
-                        (format!("private-address {ip}"), format!("a {why} address"))
-                    }
-                };
-                return Err(Refusal {
-                    rule,
-                    status: 403,
-                    socks_reply: SOCKS_NOT_ALLOWED,
-                    message: format!(
-                        "cordon: egress to {dest} denied{shown}: {ip} is {what}, which sandboxes may not reach. To allow it: network.allow_private = true in the profile."
-                    ),
-                    retry_after: None,
-                });
-            }
+            self.guard_addresses(&addrs, &dest, is_ip).await?;
         }
         Ok(addrs)
     }
+
+    /// Refuses when any of `addrs` is not public: by the address itself,
+    /// or, for an IPv6 address that looks public, by the IPv4 address it
+    /// carries under one of the host network's NAT64 prefixes.
+    async fn guard_addresses(
+        &self,
+        addrs: &[SocketAddr],
+        dest: &str,
+        is_ip: bool,
+    ) -> Result<(), Refusal> {
+        let mut refused = None;
+        for a in addrs {
+            // The prefixes are learned only when they could matter: for an
+            // IPv6 address that is public by itself.
+            let nat64 = match a.ip() {
+                IpAddr::V6(_) if crate::addr::classify(a.ip()).is_none() => {
+                    self.nat64_prefixes().await
+                }
+                _ => Vec::new(),
+            };
+            if let Some(found) = classify_on_network(a.ip(), &nat64) {
+                refused = Some((a.ip(), found));
+                break;
+            }
+        }
+        let Some((ip, (class, translated))) = refused else {
+            return Ok(());
+        };
+        let shown = if is_ip {
+            String::new()
+        } else {
+            format!(" (it resolves to {ip})")
+        };
+        let (rule, what) = match class {
+            AddrClass::Metadata => (
+                format!("metadata-address {ip}"),
+                "a cloud metadata address".to_string(),
+            ),
+            AddrClass::NotPublic(why) => {
+                (format!("private-address {ip}"), format!("a {why} address"))
+            }
+        };
+        let through = match translated {
+            Some(Translated { prefix, carried }) => format!(
+                " ({carried}, through this network's NAT64 prefix {prefix}, learned from {})",
+                nat64::DISCOVERY_NAME
+            ),
+            None => String::new(),
+        };
+        Err(Refusal {
+            rule,
+            status: 403,
+            socks_reply: SOCKS_NOT_ALLOWED,
+            message: format!(
+                "cordon: egress to {dest} denied{shown}: {ip} is {what}{through}, which sandboxes may not reach. To allow it: network.allow_private = true in the profile."
+            ),
+            retry_after: None,
+        })
+    }
+
+    /// The host network's NAT64 prefixes (RFC 7050): from the AAAA answers
+    /// for `ipv4only.arpa`, or from an operator's override of that name
+    /// (`--resolve ipv4only.arpa=PREFIX::192.0.0.170` declares a prefix
+    /// where the network has a translator but no DNS64 to announce it).
+    /// Learned once per proxy. A lookup that fails gives none and is tried
+    /// again after [`NAT64_RETRY`]: a DNS64 resolver answers this name
+    /// (RFC 8880), so a failure most likely means there is none, and a
+    /// passing failure must not hide the prefix for the proxy's life.
+    async fn nat64_prefixes(&self) -> Vec<Nat64Prefix> {
+        let mut state = self.nat64.lock().await;
+        match &*state {
+            Nat64State::Known(prefixes) => return prefixes.clone(),
+            Nat64State::FailedAt(at) if at.elapsed() < NAT64_RETRY => return Vec::new(),
+            _ => {}
+        }
+        let learned = if let Some(addrs) = self.cfg.override_for(nat64::DISCOVERY_NAME, 0) {
+            Ok(nat64::prefixes_in(addrs.iter().map(SocketAddr::ip)))
+        } else {
+            match timeout(
+                RESOLVE_TIMEOUT,
+                tokio::net::lookup_host((nat64::DISCOVERY_NAME, 0)),
+            )
+            .await
+            {
+                Ok(Ok(answers)) => Ok(nat64::prefixes_in(answers.map(|a| a.ip()))),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("timed out".to_string()),
+            }
+        };
+        match learned {
+            Ok(prefixes) => {
+                *state = Nat64State::Known(prefixes.clone());
+                prefixes
+            }
+            Err(e) => {
+                tracing::debug!("NAT64 prefix discovery ({}): {e}", nat64::DISCOVERY_NAME);
+                *state = Nat64State::FailedAt(Instant::now());
+                Vec::new()
+            }
+        }
+    }
 }
+
+/// What the proxy knows of its network's NAT64 prefixes.
+enum Nat64State {
+    Unknown,
+    Known(Vec<Nat64Prefix>),
+    FailedAt(Instant),
+}
+
+/// How long a failed NAT64 prefix lookup stands before it is tried again.
+const NAT64_RETRY: Duration = Duration::from_secs(60);
 
 /// Connects to the first of the checked addresses that answers; no second
 /// lookup happens, so the address that was checked is the one used.
@@ -2075,6 +2162,70 @@ mod tests {
             }
             // A public literal passes the check (nothing is connected here).
             assert!(shared.resolve("93.184.216.34", true, 80).await.is_ok());
+        });
+    }
+
+    /// Layer: the address guard's NAT64 prefixes. Under the network's own
+    /// prefix (declared here by overriding `ipv4only.arpa`, as a DNS64
+    /// resolver would answer it) an address that looks public is judged by
+    /// the IPv4 address it carries; without the prefix it passes.
+    #[test]
+    fn addresses_under_the_networks_nat64_prefix_are_judged_by_what_they_carry() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let declared = |answers: &[&str]| {
+            let mut cfg = EgressConfig::default();
+            cfg.resolve_overrides.insert(
+                nat64::DISCOVERY_NAME.into(),
+                answers.iter().map(|a| a.parse().unwrap()).collect(),
+            );
+            Egress::new(cfg).unwrap().shared
+        };
+        let on_nat64 = declared(&["2602:fe00:64::c000:aa", "2602:fe00:64::c000:ab"]);
+        let plain = declared(&["192.0.0.170", "192.0.0.171"]);
+        rt.block_on(async {
+            for (ip, rule, carried) in [
+                (
+                    "2602:fe00:64::a9fe:a9fe",
+                    "metadata-address 2602:fe00:64::a9fe:a9fe",
+                    "169.254.169.254",
+                ),
+                (
+                    "2602:fe00:64::a00:5",
+                    "private-address 2602:fe00:64::a00:5",
+                    "10.0.0.5",
+                ),
+                (
+                    "2602:fe00:64::7f00:1",
+                    "private-address 2602:fe00:64::7f00:1",
+                    "127.0.0.1",
+                ),
+            ] {
+                let r = on_nat64.resolve(ip, true, 80).await.err().unwrap();
+                assert_eq!(r.rule, rule);
+                assert_eq!(r.status, 403);
+                assert!(
+                    r.message.contains(&format!(
+                        "({carried}, through this network's NAT64 prefix 2602:fe00:64::/96"
+                    )),
+                    "{}",
+                    r.message
+                );
+                // Control: with no DNS64 answer the address is public.
+                assert!(plain.resolve(ip, true, 80).await.is_ok(), "{ip}");
+            }
+            // A public IPv4 address under the prefix is reachable.
+            assert!(on_nat64
+                .resolve("2602:fe00:64::808:808", true, 80)
+                .await
+                .is_ok());
+            // Outside the prefix nothing changes.
+            assert!(on_nat64
+                .resolve("2602:fe00:65::a9fe:a9fe", true, 80)
+                .await
+                .is_ok());
         });
     }
 }

@@ -1,6 +1,7 @@
 //! Shared helpers for the tests that drive the real `cordon` binary.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -117,9 +118,27 @@ impl Workdir {
         cmd: &[&str],
         tweak: impl FnOnce(&mut Command),
     ) -> Outcome {
+        self.run_program(Command::new(cordon_bin()), flags, cmd, tweak)
+    }
+
+    /// `cordon run` started through `wrapper`, a command that execs its
+    /// arguments in place (so that its pid is cordon's), e.g. `unshare`.
+    pub fn run_under(&self, wrapper: &[&OsStr], flags: &[&str], cmd: &[&str]) -> Outcome {
+        let mut c = Command::new(wrapper[0]);
+        c.args(&wrapper[1..]).arg(cordon_bin());
+        self.run_program(c, flags, cmd, |_| {})
+    }
+
+    /// `c` (cordon, or a wrapper of it) given `run`, a report and `flags`.
+    fn run_program(
+        &self,
+        mut c: Command,
+        flags: &[&str],
+        cmd: &[&str],
+        tweak: impl FnOnce(&mut Command),
+    ) -> Outcome {
         let report = self.dir.path().join(".report.json");
         let _ = std::fs::remove_file(&report);
-        let mut c = Command::new(cordon_bin());
         c.current_dir(self.dir.path())
             .arg("run")
             .arg("--report")
