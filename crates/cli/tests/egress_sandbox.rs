@@ -33,7 +33,7 @@ import argparse, http.server, json, os, socket, ssl, subprocess, sys, threading,
 ap = argparse.ArgumentParser()
 ap.add_argument('--root'); ap.add_argument('--portfile'); ap.add_argument('--log')
 ap.add_argument('--cert'); ap.add_argument('--key'); ap.add_argument('--git-root')
-ap.add_argument('--udp', action='store_true')
+ap.add_argument('--udp', action='store_true'); ap.add_argument('--smtp', action='store_true')
 a = ap.parse_args()
 lock = threading.Lock()
 
@@ -56,6 +56,42 @@ if a.udp:
         data, peer = s.recvfrom(65536)
         log({'udp': data.decode('latin1')})
         s.sendto(data, peer)
+
+def smtp_session(conn, tls_ctx):
+    lines = conn.makefile('rb')
+    conn.sendall(b'220 smtp.test ESMTP\r\n')
+    for line in lines:
+        cmd = line.strip().upper()
+        log({'smtp': line.decode('latin1').strip()})
+        if cmd.startswith(b'EHLO') or cmd.startswith(b'HELO'):
+            conn.sendall(b'250-smtp.test\r\n250 STARTTLS\r\n')
+        elif cmd == b'STARTTLS':
+            conn.sendall(b'220 2.0.0 Ready to start TLS\r\n')
+            try:
+                t = tls_ctx.wrap_socket(conn, server_side=True)
+            except Exception as e:
+                log({'tls_error': str(e)})
+                return
+            log({'tls': t.version()})
+            for inner in t.makefile('rb'):
+                log({'smtp_tls': inner.decode('latin1').strip()})
+                t.sendall(b'250 ok\r\n')
+            return
+        else:
+            conn.sendall(b'250 ok\r\n')
+
+if a.smtp:
+    tls_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls_ctx.load_cert_chain(a.cert, a.key)
+    tls_ctx.sni_callback = lambda sock, name, c: log({'sni': name})
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    s.listen(16)
+    ready(s.getsockname()[1])
+    while True:
+        conn, peer = s.accept()
+        log({'accept': peer[1]})
+        threading.Thread(target=smtp_session, args=(conn, tls_ctx), daemon=True).start()
 
 ctx = None
 if a.cert:
@@ -1500,6 +1536,71 @@ fn sni_must_match_the_connect_host() {
             .count();
     assert_eq!(handshakes, 2, "{:?}", tls.entries());
     assert_eq!(tls.paths(), vec!["/hello.txt"]);
+}
+
+/// Layer: the proxy's watch for TLS that starts late (STARTTLS). A tunnel
+/// that opens in plaintext is not SNI-checked at its start, so the check
+/// follows every byte the sandbox sends: `openssl s_client -starttls smtp`
+/// to an SMTP server whose certificate covers both names may not switch
+/// to TLS for another host than the tunnel's (the server never sees that
+/// ClientHello whole), and switches for the tunnel's own.
+#[test]
+fn starttls_must_name_the_tunnels_host() {
+    if ready_with(&["openssl"]) {
+        return;
+    }
+    let n = Net::new();
+    let (cert, key) = n.certs();
+    let smtp = HostServer::start(
+        n.hp(),
+        "smtp",
+        &[
+            "--smtp",
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let mut script = String::new();
+    for name in ["other.test", "a.test"] {
+        script.push_str(&format!(
+            "openssl s_client -proxy 127.0.0.1:3128 -connect a.test:2525 -starttls smtp \
+                 -servername {name} -CAfile ca.pem </dev/null >/dev/null 2>&1; echo {name}=$?; "
+        ));
+    }
+    let resolve = format!("a.test:2525=127.0.0.1:{}", smtp.port);
+    let o = n.wd.run(
+        &["--allow-net", "a.test", "--resolve", &resolve],
+        &["/bin/sh", "-c", &script],
+    );
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", dump(&o));
+    assert_ne!(lines[0], "other.test=0", "{}", dump(&o));
+    assert_eq!(lines[1], "a.test=0", "{}", dump(&o));
+    let evs = events(&o);
+    assert_eq!(
+        rules(&evs),
+        [
+            "sni-mismatch other.test (TLS after a plaintext start)",
+            "allow:a.test"
+        ],
+        "{}",
+        dump(&o)
+    );
+    assert_eq!(evs[0]["decision"], "deny", "{}", dump(&o));
+    // Both sessions got as far as STARTTLS; only the tunnel's own name
+    // reached the server in a ClientHello, and only it made TLS.
+    let log = smtp.entries();
+    let starttls = log.iter().filter(|e| e["smtp"] == "STARTTLS").count();
+    assert_eq!(starttls, 2, "{log:?}");
+    let snis: Vec<&Value> = log.iter().filter_map(|e| e.get("sni")).collect();
+    assert_eq!(snis, [&Value::from("a.test")], "{log:?}");
+    assert_eq!(
+        log.iter().filter(|e| e.get("tls").is_some()).count(),
+        1,
+        "{log:?}"
+    );
 }
 
 /// Domain fronting on ports other than 443 (8443, 2053: where front ends

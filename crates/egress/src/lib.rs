@@ -7,9 +7,11 @@
 //! the host side and refused when any address is private, loopback,
 //! link-local, multicast, reserved or a cloud metadata address (unless
 //! `allow_private`), also when an IPv6 address carries such an IPv4
-//! address, the host network's own NAT64 prefix included; the checked address is the one connected to. Tunnels to
-//! port 443 (to every port under `https_only`) must start with a TLS
-//! ClientHello whose SNI names the requested host. Each attempt produces
+//! address, the host network's own NAT64 prefix included; the checked
+//! address is the one connected to. Tunnels to port 443 (to every port
+//! under `https_only`) must start with a TLS ClientHello whose SNI names
+//! the requested host; on any tunnel, every ClientHello the sandbox sends,
+//! first or after a plaintext start (STARTTLS), must name it. Each attempt produces
 //! exactly one [`EgressEvent`], with secrets in URLs redacted.
 //!
 //! ```no_run
@@ -38,6 +40,7 @@ mod error;
 mod event;
 pub mod http1;
 mod identity;
+mod late_tls;
 mod limits;
 mod live;
 mod nat64;

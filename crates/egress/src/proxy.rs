@@ -24,6 +24,7 @@ use crate::http1::{
     parse_request_head, parse_response_head, BodyKind, ChunkedScanner, RequestError, RequestHead,
     ResponseHead, Target, MAX_HEAD,
 };
+use crate::late_tls::LateHelloWatch;
 use crate::limits::{Applicable, LimitHit, Limiter};
 use crate::live::{Cut, LiveGrants, CONNECTION};
 use crate::nat64::{self, Nat64Prefix};
@@ -1798,7 +1799,17 @@ async fn splice(
         }
     }
     let buffered = client.take_buffered();
-    let stream = client.s;
+    let mut stream = client.s;
+    // A tunnel that did not start with TLS may switch to it later
+    // (STARTTLS): every byte the sandbox sends on it is watched.
+    let mut late_tls = (!tls).then(|| LateHelloWatch::new(host, shared.cfg.cfg.allow_missing_sni));
+    if let Some(watch) = &mut late_tls {
+        if let Err(rule) = watch.judge(&buffered) {
+            att.deny(rule);
+            deny_tls(&mut stream).await;
+            return;
+        }
+    }
     att.up(buffered.len());
     let (granted, cut) = grant(shared, &att, &applicable, buffered.len());
     if cut {
@@ -1837,20 +1848,15 @@ async fn splice(
         return;
     }
     drop(buffered);
+    if let Some(watch) = late_tls {
+        relay_watching_for_tls(shared, &mut stream, &upstream, &mut att, &applicable, watch).await;
+        return;
+    }
     if let Some(pipes) = shared.splice.then(crate::splice::Pipes::new).flatten() {
         // Zero-copy relay; counting and limits per spliced chunk, granted
         // before it is written on.
-        let count = |n: usize, up: bool| -> io::Result<usize> {
-            let (granted, cut) = grant(shared, &att, &applicable, n);
-            let ctr = if up { &att.meter.up } else { &att.meter.down };
-            ctr.fetch_add(granted as u64, Ordering::Relaxed);
-            if cut && granted == n {
-                return Err(io::Error::other("limit reached"));
-            }
-            Ok(granted)
-        };
-        let on_up = |n: usize| count(n, true);
-        let on_down = |n: usize| count(n, false);
+        let on_up = |n: usize| relay_grant(shared, &att, &applicable, n, true);
+        let on_down = |n: usize| relay_grant(shared, &att, &applicable, n, false);
         let _ = crate::splice::bidirectional(&stream, &upstream, &pipes, &on_up, &on_down).await;
         return;
     }
@@ -1867,6 +1873,64 @@ async fn splice(
         TUNNEL_DOWN_BUF,
     )
     .await;
+}
+
+/// A relay's grant for a chunk of `n` bytes (see `crate::splice::OnBytes`):
+/// counted as sent up or down, limits applied before it is written on.
+fn relay_grant(
+    shared: &Shared,
+    att: &Attempt,
+    applicable: &Applicable,
+    n: usize,
+    up: bool,
+) -> io::Result<usize> {
+    let (granted, cut) = grant(shared, att, applicable, n);
+    let ctr = if up { &att.meter.up } else { &att.meter.down };
+    ctr.fetch_add(granted as u64, Ordering::Relaxed);
+    if cut && granted == n {
+        return Err(io::Error::other("limit reached"));
+    }
+    Ok(granted)
+}
+
+/// Relays a tunnel that did not start with TLS, each chunk the sandbox
+/// sends shown to `watch` before it is written on (`crate::late_tls`). At
+/// the chunk that would complete a ClientHello the watch refuses, the
+/// tunnel is cut and the sandbox gets a TLS alert.
+async fn relay_watching_for_tls(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    upstream: &TcpStream,
+    att: &mut Attempt,
+    applicable: &Applicable,
+    mut watch: LateHelloWatch,
+) {
+    let mut refused: Option<String> = None;
+    {
+        let pipes = shared.splice.then(crate::splice::Pipes::new).flatten();
+        let att = &*att;
+        let on_up = |n: usize| relay_grant(shared, att, applicable, n, true);
+        let on_down = |n: usize| relay_grant(shared, att, applicable, n, false);
+        let mut inspect = |chunk: &[u8]| {
+            watch.judge(chunk).map_err(|rule| {
+                refused = Some(rule);
+                io::Error::other("a late ClientHello was refused")
+            })
+        };
+        let _ = crate::splice::bidirectional_inspected(
+            stream,
+            upstream,
+            pipes.as_ref(),
+            &on_up,
+            &on_down,
+            &mut inspect,
+        )
+        .await;
+    }
+    if let Some(rule) = refused {
+        att.deny(rule);
+        deny_tls(stream).await;
+    }
 }
 
 /// Waits for the sandbox's first bytes on a tunnel while relaying what the

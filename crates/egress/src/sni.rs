@@ -13,10 +13,10 @@ use std::fmt;
 /// Largest ClientHello (all records together) the proxy will buffer.
 pub const MAX_CLIENT_HELLO: usize = 32 * 1024;
 
-const CONTENT_HANDSHAKE: u8 = 22;
-const HANDSHAKE_CLIENT_HELLO: u8 = 1;
+pub(crate) const CONTENT_HANDSHAKE: u8 = 22;
+pub(crate) const HANDSHAKE_CLIENT_HELLO: u8 = 1;
 const EXT_SERVER_NAME: u16 = 0;
-const MAX_RECORD: usize = 16384 + 2048;
+pub(crate) const MAX_RECORD: usize = 16384 + 2048;
 
 /// What the ClientHello says, once complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,9 @@ pub struct ClientHello {
     /// The `host_name` of the server_name extension, lower case, without a
     /// trailing dot. `None` when the extension is absent.
     pub sni: Option<String>,
+    /// Where the message ends in the bytes parsed: its last byte's offset
+    /// plus one (record headers included, whatever follows excluded).
+    pub end: usize,
 }
 
 /// Why bytes are not an acceptable ClientHello.
@@ -130,6 +133,9 @@ pub fn parse_client_hello(buf: &[u8]) -> Result<Option<ClientHello>, HelloError>
         pos = start + len;
     }
     let total = needed.unwrap_or(0);
+    // The last fragment holds the message's final `total - (have - avail)` bytes.
+    let (last_start, last_avail) = fragments[nfrag - 1];
+    let end = last_start + (total + last_avail - have);
     // Contiguous fast path: one record holds the whole message.
     let mut owned = Vec::new();
     let msg: &[u8] = if fragments[0].1 >= total {
@@ -139,7 +145,7 @@ pub fn parse_client_hello(buf: &[u8]) -> Result<Option<ClientHello>, HelloError>
         copy_out(buf, &fragments[..nfrag], 0, &mut owned);
         &owned
     };
-    parse_hello_body(&msg[4..]).map(Some)
+    parse_hello_body(&msg[4..]).map(|sni| Some(ClientHello { sni, end }))
 }
 
 fn copy_out(buf: &[u8], frags: &[(usize, usize)], mut skip: usize, out: &mut [u8]) {
@@ -189,7 +195,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn parse_hello_body(body: &[u8]) -> Result<ClientHello, HelloError> {
+/// The SNI of a ClientHello's body (after the handshake header).
+fn parse_hello_body(body: &[u8]) -> Result<Option<String>, HelloError> {
     let mut r = Reader { b: body };
     let version = r.u16("legacy_version")?;
     if version >> 8 != 3 {
@@ -209,7 +216,7 @@ fn parse_hello_body(body: &[u8]) -> Result<ClientHello, HelloError> {
         return Err(HelloError::Malformed("compression_methods"));
     }
     if r.b.is_empty() {
-        return Ok(ClientHello { sni: None });
+        return Ok(None);
     }
     let exts = r.vec16("extensions")?;
     if !r.b.is_empty() {
@@ -230,7 +237,7 @@ fn parse_hello_body(body: &[u8]) -> Result<ClientHello, HelloError> {
         seen_sni = true;
         sni = parse_server_name(data)?;
     }
-    Ok(ClientHello { sni })
+    Ok(sni)
 }
 
 fn parse_server_name(data: &[u8]) -> Result<Option<String>, HelloError> {
@@ -340,13 +347,17 @@ mod tests {
         assert_eq!(
             parse_client_hello(&rec).unwrap(),
             Some(ClientHello {
-                sni: Some("allowed.test".into())
+                sni: Some("allowed.test".into()),
+                end: rec.len(),
             })
         );
         let rec = build_client_hello(None);
         assert_eq!(
             parse_client_hello(&rec).unwrap(),
-            Some(ClientHello { sni: None })
+            Some(ClientHello {
+                sni: None,
+                end: rec.len()
+            })
         );
     }
 
@@ -372,6 +383,15 @@ mod tests {
             parse_client_hello(&two).unwrap().unwrap().sni.as_deref(),
             Some("split.test")
         );
+        // The end is the message's, also when more bytes follow it in its
+        // last record or after it.
+        assert_eq!(parse_client_hello(&two).unwrap().unwrap().end, two.len());
+        let mut longer = two.clone();
+        let last = two.len() - (hs.len() - 10) - 5;
+        let grown = (hs.len() - 10 + 4) as u16;
+        longer[last + 3..last + 5].copy_from_slice(&grown.to_be_bytes());
+        longer.extend_from_slice(&[0x14, 0, 0, 0, 0x17, 3, 3, 0, 1, 0]);
+        assert_eq!(parse_client_hello(&longer).unwrap().unwrap().end, two.len());
         for cut in 0..two.len() {
             assert_eq!(parse_client_hello(&two[..cut]), Ok(None), "cut at {cut}");
         }

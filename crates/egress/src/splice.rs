@@ -1,6 +1,8 @@
-//! Zero-copy tunnel relay with splice(2): socket -> pipe -> socket, so the
-//! bytes never enter user space. Falls back to a copying relay when a pipe
-//! cannot be had.
+//! Tunnel relays. Zero-copy with splice(2): socket -> pipe -> socket, so the
+//! bytes never enter user space (the proxy falls back to a copying relay
+//! when a pipe cannot be had). And one whose sandbox-side bytes pass
+//! through user space to be looked at, the other way spliced
+//! (`crate::late_tls`).
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -103,5 +105,72 @@ pub(crate) async fn bidirectional(
         one_way(client, upstream, &pipes.0, on_up),
         one_way(upstream, client, &pipes.1, on_down),
     )?;
+    Ok(())
+}
+
+/// What a relay shows each chunk it read before it asks to write it on:
+/// `Err` stops the relay without writing the chunk.
+pub(crate) type Inspect<'a> = &'a mut (dyn FnMut(&[u8]) -> io::Result<()> + Send);
+
+/// Buffer of the relay through user space.
+const INSPECTED_BUF: usize = 64 * 1024;
+
+/// Relays `src` to `dst` through user space, each chunk shown to `inspect`
+/// and then granted by `on_bytes` before it is written; half-closes `dst`
+/// when `src` ends.
+async fn one_way_inspected(
+    src: &TcpStream,
+    dst: &TcpStream,
+    on_bytes: OnBytes<'_>,
+    inspect: Inspect<'_>,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; INSPECTED_BUF];
+    loop {
+        src.readable().await?;
+        let n = match src.try_read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            let _ = rustix::net::shutdown(dst, Shutdown::Write);
+            return Ok(());
+        }
+        inspect(&buf[..n])?;
+        let granted = on_bytes(n)?.min(n);
+        let mut left = &buf[..granted];
+        while !left.is_empty() {
+            dst.writable().await?;
+            match dst.try_write(left) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(m) => left = &left[m..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if granted < n {
+            return Err(io::Error::other("limit reached"));
+        }
+    }
+}
+
+/// Relays both ways until both sides have finished sending, or either
+/// fails or a callback stops it: the client's bytes through user space and
+/// `inspect`, the upstream's spliced through `pipes` when given.
+pub(crate) async fn bidirectional_inspected(
+    client: &TcpStream,
+    upstream: &TcpStream,
+    pipes: Option<&Pipes>,
+    on_up: OnBytes<'_>,
+    on_down: OnBytes<'_>,
+    inspect: Inspect<'_>,
+) -> io::Result<()> {
+    let down = async {
+        match pipes {
+            Some(pipes) => one_way(upstream, client, &pipes.1, on_down).await,
+            None => one_way_inspected(upstream, client, on_down, &mut |_| Ok(())).await,
+        }
+    };
+    tokio::try_join!(one_way_inspected(client, upstream, on_up, inspect), down)?;
     Ok(())
 }
