@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Egress proxy benchmark, all on 127.0.0.1, in one run:
-#  - bulk throughput through a CONNECT tunnel vs a direct TCP connection
+#  - bulk throughput through a CONNECT tunnel vs a direct TCP connection,
+#    downloads and uploads (an upload on a tunnel that starts in plaintext
+#    passes the proxy's watch for a late TLS ClientHello)
 #  - request rate and median added latency of small plain-HTTP requests:
 #    direct vs cordon's proxy vs tinyproxy (same one-host allowlist)
 # Prints a Markdown table. Options are passed to the bench binary

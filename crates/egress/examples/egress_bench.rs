@@ -1,7 +1,8 @@
 //! Loopback benchmark of the egress proxy (see benches/egress/run.sh).
 //!
 //! In one run: bulk throughput through a CONNECT tunnel vs a direct TCP
-//! connection, then request rate and latency of small plain-HTTP requests
+//! connection, downloads and uploads (an upload on a tunnel that starts in
+//! plaintext passes the proxy's watch for a late ClientHello), then request rate and latency of small plain-HTTP requests
 //! direct, through cordon's proxy, and through a peer proxy (tinyproxy) when
 //! `--peer HOST:PORT` is given. Everything stays on 127.0.0.1. Prints a
 //! Markdown table.
@@ -81,6 +82,47 @@ fn bulk_server(bytes: usize) -> SocketAddr {
         }
     });
     addr
+}
+
+/// Reads `bytes` from every connection, then answers one byte.
+fn sink_server(bytes: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 256 * 1024];
+                let mut left = bytes;
+                while left > 0 {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => left = left.saturating_sub(n),
+                    }
+                }
+                let _ = c.write_all(b"k");
+            });
+        }
+    });
+    addr
+}
+
+/// Sends `bytes` of pseudo-random data (as compressed or encrypted
+/// traffic is: the byte that starts a TLS record comes once in 256), waits
+/// for the sink's answer; returns bytes/second.
+fn upload(mut s: TcpStream, bytes: usize) -> f64 {
+    let mut chunk = vec![0u8; 256 * 1024];
+    fastrand::Rng::with_seed(1).fill(&mut chunk);
+    let start = Instant::now();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        s.write_all(&chunk[..n]).unwrap();
+        left -= n;
+    }
+    let mut k = [0u8; 1];
+    s.read_exact(&mut k).unwrap();
+    bytes as f64 / start.elapsed().as_secs_f64()
 }
 
 /// A keep-alive HTTP/1.1 origin answering every request with "ok".
@@ -295,8 +337,17 @@ fn bulk_direct(addr: SocketAddr, bytes: usize) -> f64 {
 }
 
 fn bulk_tunnel(proxy: SocketAddr, bytes: usize) -> f64 {
+    drain(tunnel(proxy, "bulk.test:9000"), bytes)
+}
+
+fn upload_tunnel(proxy: SocketAddr, bytes: usize) -> f64 {
+    upload(tunnel(proxy, "sink.test:9001"), bytes)
+}
+
+/// A CONNECT tunnel to `target` through the proxy, its 200 read.
+fn tunnel(proxy: SocketAddr, target: &str) -> TcpStream {
     let mut s = TcpStream::connect(proxy).unwrap();
-    s.write_all(b"CONNECT bulk.test:9000 HTTP/1.1\r\nHost: bulk.test:9000\r\n\r\n")
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
         .unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
@@ -309,19 +360,24 @@ fn bulk_tunnel(proxy: SocketAddr, bytes: usize) -> f64 {
         "{}",
         String::from_utf8_lossy(&head)
     );
-    drain(s, bytes)
+    s
 }
 
 fn main() {
     let a = args();
     let bulk_bytes = a.bulk_mb * 1024 * 1024;
     let bulk = bulk_server(bulk_bytes);
+    let sink = sink_server(bulk_bytes);
     let origin = http_server();
 
     let mut overrides = std::collections::HashMap::new();
     overrides.insert(
         "bulk.test:9000".to_string(),
         vec![OverrideAddr::Socket(bulk)],
+    );
+    overrides.insert(
+        "sink.test:9001".to_string(),
+        vec![OverrideAddr::Socket(sink)],
     );
     overrides.insert(
         "bench.test:80".to_string(),
@@ -331,6 +387,7 @@ fn main() {
         sandbox_id: "bench".into(),
         allow: vec![
             HostRule::parse("bulk.test").unwrap(),
+            HostRule::parse("sink.test").unwrap(),
             HostRule::parse("bench.test").unwrap(),
         ],
         resolve_overrides: overrides,
@@ -372,6 +429,19 @@ fn main() {
         direct_cpu += c1 - c0;
         copy_cpu += c2 - c1;
         tunnel_cpu += c3 - c2;
+    }
+    // Uploads: the tunnel starts in plaintext, so every byte the client
+    // sends passes the watch for a late ClientHello.
+    let (mut up_direct, mut up_tunnel) = (0.0f64, 0.0f64);
+    let (mut up_direct_cpu, mut up_tunnel_cpu) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..3 {
+        let c0 = cpu_time();
+        up_direct = up_direct.max(upload(TcpStream::connect(sink).unwrap(), bulk_bytes));
+        let c1 = cpu_time();
+        up_tunnel = up_tunnel.max(upload_tunnel(paddr, bulk_bytes));
+        let c2 = cpu_time();
+        up_direct_cpu += c1 - c0;
+        up_tunnel_cpu += c2 - c1;
     }
     copy_proxy.shutdown();
     let gib = 3.0 * bulk_bytes as f64 / (1u64 << 30) as f64;
@@ -426,6 +496,17 @@ fn main() {
         gbit(copied),
         copied / direct,
         per_gib(copy_cpu)
+    );
+    println!(
+        "| upload, direct TCP | {:.2} Gbit/s | 1.00x | {:.0} ms |",
+        gbit(up_direct),
+        per_gib(up_direct_cpu)
+    );
+    println!(
+        "| upload, cordon CONNECT tunnel (plaintext start: the client's bytes watched in user space) | {:.2} Gbit/s | {:.2}x | {:.0} ms |",
+        gbit(up_tunnel),
+        up_tunnel / up_direct,
+        per_gib(up_tunnel_cpu)
     );
     for (close_each, d, c, p) in &tables {
         println!(

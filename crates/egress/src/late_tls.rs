@@ -66,57 +66,64 @@ impl LateHelloWatch {
     /// another host, one without SNI, or one that does not parse.
     pub(crate) fn judge(&mut self, chunk: &[u8]) -> Result<(), String> {
         if self.window.is_empty() {
-            // Nothing pending: copy from the first place that may start one.
-            let Some(i) = memchr::memchr(CONTENT_HANDSHAKE, chunk) else {
-                return Ok(());
-            };
-            self.window.extend_from_slice(&chunk[i..]);
-        } else {
-            self.window.extend_from_slice(chunk);
+            // Nothing pending: scan the chunk where it is, keep what is left.
+            let (done, verdict) = self.scan(chunk);
+            self.window.extend_from_slice(&chunk[done..]);
+            return verdict;
         }
-        self.settle()
+        let mut window = std::mem::take(&mut self.window);
+        window.extend_from_slice(chunk);
+        let (done, verdict) = self.scan(&window);
+        window.drain(..done);
+        self.window = window;
+        verdict
     }
 
-    /// Moves the window past every place that cannot start a ClientHello
-    /// and judges every complete ClientHello in it.
-    fn settle(&mut self) -> Result<(), String> {
+    /// Scans `buf` (what was pending, then the new bytes): returns how many
+    /// of its first bytes can no longer start or complete a ClientHello,
+    /// and the verdict on every ClientHello completed in it.
+    fn scan(&mut self, buf: &[u8]) -> (usize, Result<(), String>) {
+        let mut pos = 0;
         loop {
+            let rest = &buf[pos..];
             if self.sure {
-                let hello = match parse_client_hello(&self.window) {
-                    Ok(None) => return Ok(()),
+                let hello = match parse_client_hello(rest) {
+                    Ok(None) => return (pos, Ok(())),
                     Ok(Some(hello)) => hello,
-                    Err(e) => return Err(format!("malformed: {e} (TLS after a plaintext start)")),
-                };
-                match hello.sni {
-                    Some(sni) if sni == self.host => {}
-                    Some(sni) => {
-                        return Err(format!("sni-mismatch {sni} (TLS after a plaintext start)"))
+                    Err(e) => {
+                        return (
+                            pos,
+                            Err(format!("malformed: {e} (TLS after a plaintext start)")),
+                        )
                     }
-                    None if self.sni_optional => {}
-                    None => return Err("sni-missing (TLS after a plaintext start)".to_string()),
+                };
+                if let Err(rule) = self.judge_sni(hello.sni) {
+                    return (pos, Err(rule));
                 }
                 // A later ClientHello (after a HelloRetryRequest, or a new
                 // TLS session on the same tunnel) starts after this one.
-                self.window.drain(..hello.end);
+                pos += hello.end;
                 self.sure = false;
                 continue;
             }
-            match memchr::memchr(CONTENT_HANDSHAKE, &self.window) {
-                None => {
-                    self.window.clear();
-                    return Ok(());
-                }
-                Some(i) => {
-                    self.window.drain(..i);
-                }
-            }
-            match starts_a_client_hello(&self.window) {
-                None => return Ok(()),
+            let Some(i) = memchr::memchr(CONTENT_HANDSHAKE, rest) else {
+                return (buf.len(), Ok(()));
+            };
+            pos += i;
+            match starts_a_client_hello(&buf[pos..]) {
+                None => return (pos, Ok(())),
                 Some(true) => self.sure = true,
-                Some(false) => {
-                    self.window.drain(..1);
-                }
+                Some(false) => pos += 1,
             }
+        }
+    }
+
+    fn judge_sni(&self, sni: Option<String>) -> Result<(), String> {
+        match sni {
+            Some(sni) if sni == self.host => Ok(()),
+            Some(sni) => Err(format!("sni-mismatch {sni} (TLS after a plaintext start)")),
+            None if self.sni_optional => Ok(()),
+            None => Err("sni-missing (TLS after a plaintext start)".to_string()),
         }
     }
 }

@@ -113,7 +113,7 @@ pub(crate) async fn bidirectional(
 pub(crate) type Inspect<'a> = &'a mut (dyn FnMut(&[u8]) -> io::Result<()> + Send);
 
 /// Buffer of the relay through user space.
-const INSPECTED_BUF: usize = 64 * 1024;
+const INSPECTED_BUF: usize = 256 * 1024;
 
 /// Relays `src` to `dst` through user space, each chunk shown to `inspect`
 /// and then granted by `on_bytes` before it is written; half-closes `dst`
