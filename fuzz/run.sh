@@ -33,7 +33,7 @@ fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   skip "cargo-fuzz is not installed (cargo install cargo-fuzz)"
 fi
-for t in request_head client_hello chunked request_body; do
+for t in request_head client_hello late_hello chunked request_body; do
   mkdir -p "corpus/$t"
   echo "fuzzing $t for ${secs}s ($build)"
   cargo +nightly fuzz run "$build" "$t" "corpus/$t" -- -max_total_time="$secs" -print_final_stats=1

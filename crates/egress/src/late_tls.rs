@@ -40,7 +40,7 @@ const HELLO_PREFIX: usize = 6;
 /// Watches the bytes a sandbox sends on a tunnel that did not start with
 /// TLS, for a ClientHello that does not name the tunnel's host.
 #[derive(Debug)]
-pub(crate) struct LateHelloWatch {
+pub struct LateHelloWatch {
     host: String,
     sni_optional: bool,
     /// The bytes from the earliest place a ClientHello may still start.
@@ -52,7 +52,7 @@ pub(crate) struct LateHelloWatch {
 impl LateHelloWatch {
     /// A watch for a tunnel to `host`; `sni_optional` lets a ClientHello
     /// without SNI pass (`allow_missing_sni`).
-    pub(crate) fn new(host: &str, sni_optional: bool) -> Self {
+    pub fn new(host: &str, sni_optional: bool) -> Self {
         Self {
             host: host.to_string(),
             sni_optional,
@@ -64,7 +64,7 @@ impl LateHelloWatch {
     /// Judges the next chunk the sandbox sent, before it is written on.
     /// `Err` names the rule that refuses the tunnel: a ClientHello for
     /// another host, one without SNI, or one that does not parse.
-    pub(crate) fn judge(&mut self, chunk: &[u8]) -> Result<(), String> {
+    pub fn judge(&mut self, chunk: &[u8]) -> Result<(), String> {
         if self.window.is_empty() {
             // Nothing pending: scan the chunk where it is, keep what is left.
             let (done, verdict) = self.scan(chunk);

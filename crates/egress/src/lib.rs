@@ -40,7 +40,7 @@ mod error;
 mod event;
 pub mod http1;
 mod identity;
-mod late_tls;
+pub mod late_tls;
 mod limits;
 mod live;
 mod nat64;

@@ -175,6 +175,30 @@ fn fuzz_client_hello() {
 }
 
 #[test]
+fn fuzz_late_hello() {
+    let hello = |name: Option<&str>| {
+        let mut s = b"EHLO sandbox\r\nSTARTTLS\r\n".to_vec();
+        s.extend_from_slice(&sni::build_client_hello(name));
+        s
+    };
+    let mut split = b"\0\0\0\x08\x04\xd2\x16\x2f".to_vec(); // a PostgreSQL SSLRequest
+    let one = sni::build_client_hello(Some("b.test"));
+    for chunk in one[5..].chunks(9) {
+        split.extend_from_slice(&[22, 3, 3]);
+        split.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+        split.extend_from_slice(chunk);
+    }
+    let seeds = vec![
+        hello(Some("a.test")),
+        hello(Some("b.test")),
+        hello(None),
+        split,
+        b"SSH-2.0-OpenSSH_9.6\r\n\x16\x03\x01\x00\x30\x01\x00\x00".to_vec(),
+    ];
+    run("late_hello", &seeds, fuzz_checks::late_hello);
+}
+
+#[test]
 fn fuzz_chunked() {
     let seeds: Vec<Vec<u8>> = [
         &b"5\r\nhello\r\n0\r\n\r\n"[..],

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use cordon_egress::http1::{self, BodyKind, ChunkedScanner, Target};
+use cordon_egress::late_tls::LateHelloWatch;
 use cordon_egress::sni;
 
 /// The request-head parser must never panic; what it accepts must be safe to
@@ -107,5 +108,44 @@ pub fn chunked(data: &[u8]) {
         }
         (Err(_), Err(_)) => {}
         (x, y) => panic!("split changed the result: {x:?} vs {y:?}"),
+    }
+}
+
+/// The late-ClientHello watch must never panic, and must judge a stream
+/// the same however TCP cuts it: with one byte at a time it refuses (or
+/// not) at some byte; cut anywhere else, it refuses for the same rule in
+/// the chunk that holds that byte, never earlier or later.
+pub fn late_hello(data: &[u8]) {
+    let refused_at = |cuts: &mut dyn Iterator<Item = usize>| -> Option<(usize, usize, String)> {
+        let mut w = LateHelloWatch::new("a.test", false);
+        let mut start = 0;
+        for end in cuts.chain(std::iter::once(data.len())) {
+            let end = end.clamp(start, data.len());
+            if let Err(rule) = w.judge(&data[start..end]) {
+                return Some((start, end, rule));
+            }
+            start = end;
+        }
+        None
+    };
+    let by_byte = refused_at(&mut (1..data.len()));
+    let byte = by_byte.as_ref().map(|(at, _, rule)| (*at, rule.clone()));
+    let seed = data.first().copied().unwrap_or(1).max(1) as usize;
+    for cuts in [
+        vec![],
+        (seed..data.len()).step_by(seed).collect::<Vec<_>>(),
+        vec![data.len() / 2],
+    ] {
+        match (refused_at(&mut cuts.into_iter()), &byte) {
+            (None, None) => {}
+            (Some((start, end, rule)), Some((at, by_byte_rule))) => {
+                assert_eq!(&rule, by_byte_rule);
+                assert!(
+                    start <= *at && *at < end,
+                    "refused in {start}..{end}, byte {at}"
+                );
+            }
+            (other, byte) => panic!("chunked: {other:?}, byte at a time: {byte:?}"),
+        }
     }
 }
