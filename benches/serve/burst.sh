@@ -42,10 +42,8 @@ done
 
 # The same burst without cordon, in the same run: N bare /bin/true and N
 # `bwrap --unshare-all /bin/true` (the yardstick of run.sh) spawned at once.
-bw="bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr"
-for d in /bin /sbin /lib /lib64; do
-  if [ -L "$d" ]; then bw+=" --symlink $(readlink "$d") $d"; elif [ -d "$d" ]; then bw+=" --ro-bind $d $d"; fi
-done
-bw+=" --tmpfs /tmp --proc /proc --dev /dev"
+. "$root/benches/lib/bwrap.sh"
+bwrap_baseline
+bw="${BWRAP[*]}"
 python3 "$root/benches/serve/burst_baseline.py" --clients "$clients" --bursts "$bursts" \
   bare=/bin/true "bwrap=$bw /bin/true"

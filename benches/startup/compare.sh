@@ -28,14 +28,12 @@ for tool in hyperfine bwrap python3; do
   command -v "$tool" >/dev/null || { echo "missing: $tool (Debian: apt-get install $tool bubblewrap python3)" >&2; exit 1; }
 done
 
+. "$(cd "$(dirname "$0")" && pwd)/../lib/bwrap.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-bw=(bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr)
-for d in /bin /sbin /lib /lib64; do
-  if [ -L "$d" ]; then bw+=(--symlink "$(readlink "$d")" "$d"); elif [ -d "$d" ]; then bw+=(--ro-bind "$d" "$d"); fi
-done
-bw+=(--tmpfs /tmp --proc /proc --dev /dev --ro-bind "$PWD" "$PWD" --chdir "$PWD")
+bwrap_baseline --cwd "$PWD"
+bw=("${BWRAP[@]}")
 
 # Runs per second of two loops of `$loops` runs at once.
 throughput() {

@@ -37,15 +37,9 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 
 # The bwrap command of benches/startup/run.sh (cordon's default mounts).
-bw=(bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr)
-for d in /bin /sbin /lib /lib32 /lib64 /libx32; do
-  if [ -L "$d" ]; then bw+=(--symlink "$(readlink "$d")" "$d")
-  elif [ -d "$d" ]; then bw+=(--ro-bind "$d" "$d"); fi
-done
-for f in ld.so.cache ld.so.conf ld.so.conf.d alternatives ssl ca-certificates \
-         ca-certificates.conf pki crypto-policies localtime protocols services mime.types; do
-  if [ -e "/etc/$f" ] || [ -L "/etc/$f" ]; then bw+=(--ro-bind-try "/etc/$f" "/etc/$f"); fi
-done
+. "$root/benches/lib/bwrap.sh"
+bwrap_baseline --etc
+bw=("${BWRAP[@]}")
 bw+=(--tmpfs /tmp --proc /proc --dev /dev --ro-bind "$PWD" "$PWD" --chdir "$PWD")
 
 cpu() { # prints the mean task-clock in ms

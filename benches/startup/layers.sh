@@ -64,11 +64,9 @@ printf 'passwd: files\ngroup: files\nhosts: files\nservices: files\nprotocols: f
 printf 'nameserver 127.0.0.1\noptions ndots:0\n' >"$work/etc/resolv.conf"
 
 cd "$work"
-bw="bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr"
-for d in /bin /sbin /lib /lib64; do
-  if [ -L "$d" ]; then bw+=" --symlink $(readlink "$d") $d"; elif [ -d "$d" ]; then bw+=" --ro-bind $d $d"; fi
-done
-bw+=" --tmpfs /tmp --proc /proc --dev /dev --ro-bind $PWD $PWD --chdir $PWD"
+. "$here/../lib/bwrap.sh"
+bwrap_baseline --cwd "$PWD"
+bw="${BWRAP[*]}"
 
 # The layers in four parts, each also timed on its own with --parts.
 confine="--unshare-user --disable-userns --cap-drop ALL --hostname sandbox --seccomp 3 3<$work/seccomp.bpf"

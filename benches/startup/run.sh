@@ -62,21 +62,9 @@ audit="$work/audit.db"
 # /bin /sbin /lib* entries as the host has them (symlinks or directories),
 # the /etc files cordon binds, a tmpfs /tmp, a fresh /proc and a minimal
 # /dev, the working directory read-only, a new session, every namespace.
-bw=(bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr)
-for d in /bin /sbin /lib /lib32 /lib64 /libx32; do
-  if [ -L "$d" ]; then
-    bw+=(--symlink "$(readlink "$d")" "$d")
-  elif [ -d "$d" ]; then
-    bw+=(--ro-bind "$d" "$d")
-  fi
-done
-for f in ld.so.cache ld.so.conf ld.so.conf.d alternatives ssl ca-certificates \
-         ca-certificates.conf pki crypto-policies localtime protocols services mime.types; do
-  if [ -e "/etc/$f" ] || [ -L "/etc/$f" ]; then
-    bw+=(--ro-bind-try "/etc/$f" "/etc/$f")
-  fi
-done
-bw+=(--tmpfs /tmp --proc /proc --dev /dev --ro-bind "$PWD" "$PWD" --chdir "$PWD")
+. "$root/benches/lib/bwrap.sh"
+bwrap_baseline --etc --cwd "$PWD"
+bw=("${BWRAP[@]}")
 
 bare_cmd="/bin/true"
 bwrap_cmd="${bw[*]} /bin/true"
