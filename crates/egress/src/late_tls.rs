@@ -21,7 +21,10 @@
 //! of 41 bytes to [`MAX_CLIENT_HELLO`], legacy version 3.x). Random bytes
 //! look like that at about one place in 2^40, so a binary protocol is not
 //! cut by chance; a place that does is judged as a tunnel's first
-//! ClientHello is, failing closed: it must parse and name the host. A
+//! ClientHello is, failing closed: it must parse and name the host. Each
+//! such place is judged on its own, also one inside another that is still
+//! under way, and a second ClientHello on the tunnel (after a
+//! HelloRetryRequest, or a new TLS session) as much as the first. A
 //! ClientHello in the old SSLv2 format, which has no SNI, is not looked
 //! for here.
 
@@ -37,16 +40,29 @@ const MIN_HELLO_BODY: usize = 2 + 32 + 1 + 2 + 2 + 1 + 1;
 /// ClientHello: type, length, legacy version.
 const HELLO_PREFIX: usize = 6;
 
+/// How many ClientHellos may be under way at once (started, not yet
+/// complete). A client sends one at a time; more is refused.
+const MAX_PENDING: usize = 16;
+
 /// Watches the bytes a sandbox sends on a tunnel that did not start with
 /// TLS, for a ClientHello that does not name the tunnel's host.
+///
+/// Every place that starts a ClientHello is judged on its own, also one
+/// that starts inside another that is not complete yet: which of them the
+/// server reads as its ClientHello depends on the protocol before it (a
+/// lookalike sent as a plaintext command, then STARTTLS and the real one).
 #[derive(Debug)]
 pub struct LateHelloWatch {
     host: String,
     sni_optional: bool,
-    /// The bytes from the earliest place a ClientHello may still start.
+    /// The bytes from the earliest place a ClientHello may still start or
+    /// be under way.
     window: Vec<u8>,
-    /// The window starts with a ClientHello (see the module's rule).
-    sure: bool,
+    /// Where in `window` ClientHellos start that are not complete yet.
+    pending: Vec<usize>,
+    /// Where in `window` to look on for starts (every place before it was
+    /// told apart already).
+    resume: usize,
 }
 
 impl LateHelloWatch {
@@ -57,7 +73,8 @@ impl LateHelloWatch {
             host: host.to_string(),
             sni_optional,
             window: Vec::new(),
-            sure: false,
+            pending: Vec::new(),
+            resume: 0,
         }
     }
 
@@ -67,55 +84,65 @@ impl LateHelloWatch {
     pub fn judge(&mut self, chunk: &[u8]) -> Result<(), String> {
         if self.window.is_empty() {
             // Nothing pending: scan the chunk where it is, keep what is left.
-            let (done, verdict) = self.scan(chunk);
-            self.window.extend_from_slice(&chunk[done..]);
+            let (keep_from, verdict) = self.scan(chunk, 0);
+            self.window.extend_from_slice(&chunk[keep_from..]);
             return verdict;
         }
         let mut window = std::mem::take(&mut self.window);
         window.extend_from_slice(chunk);
-        let (done, verdict) = self.scan(&window);
-        window.drain(..done);
+        let (keep_from, verdict) = self.scan(&window, self.resume);
+        window.drain(..keep_from);
         self.window = window;
         verdict
     }
 
-    /// Scans `buf` (what was pending, then the new bytes): returns how many
-    /// of its first bytes can no longer start or complete a ClientHello,
-    /// and the verdict on every ClientHello completed in it.
-    fn scan(&mut self, buf: &[u8]) -> (usize, Result<(), String>) {
-        let mut pos = 0;
-        loop {
-            let rest = &buf[pos..];
-            if self.sure {
-                let hello = match parse_client_hello(rest) {
-                    Ok(None) => return (pos, Ok(())),
-                    Ok(Some(hello)) => hello,
-                    Err(e) => {
-                        return (
-                            pos,
-                            Err(format!("malformed: {e} (TLS after a plaintext start)")),
-                        )
-                    }
-                };
-                if let Err(rule) = self.judge_sni(hello.sni) {
-                    return (pos, Err(rule));
+    /// Scans `buf` (what was kept, then the new bytes) for starts from
+    /// `from` on, then judges every ClientHello under way. Returns where
+    /// the bytes to keep begin (the places in `pending` and `resume` are
+    /// made relative to that) and the verdict.
+    fn scan(&mut self, buf: &[u8], from: usize) -> (usize, Result<(), String>) {
+        let mut undecided = None;
+        let mut pos = from;
+        while let Some(i) = memchr::memchr(CONTENT_HANDSHAKE, &buf[pos..]) {
+            let start = pos + i;
+            match starts_a_client_hello(&buf[start..]) {
+                None => {
+                    undecided = Some(start);
+                    break;
                 }
-                // A later ClientHello (after a HelloRetryRequest, or a new
-                // TLS session on the same tunnel) starts after this one.
-                pos += hello.end;
-                self.sure = false;
-                continue;
+                Some(true) => self.pending.push(start),
+                Some(false) => {}
             }
-            let Some(i) = memchr::memchr(CONTENT_HANDSHAKE, rest) else {
-                return (buf.len(), Ok(()));
-            };
-            pos += i;
-            match starts_a_client_hello(&buf[pos..]) {
-                None => return (pos, Ok(())),
-                Some(true) => self.sure = true,
-                Some(false) => pos += 1,
+            pos = start + 1;
+        }
+        if self.pending.len() > MAX_PENDING {
+            return (
+                0,
+                Err("too many ClientHellos under way (TLS after a plaintext start)".into()),
+            );
+        }
+        let mut under_way = Vec::with_capacity(self.pending.len());
+        for &start in &self.pending {
+            match parse_client_hello(&buf[start..]) {
+                Ok(None) => under_way.push(start),
+                Ok(Some(hello)) => {
+                    if let Err(rule) = self.judge_sni(hello.sni) {
+                        return (0, Err(rule));
+                    }
+                }
+                Err(e) => {
+                    return (
+                        0,
+                        Err(format!("malformed: {e} (TLS after a plaintext start)")),
+                    )
+                }
             }
         }
+        let resume = undecided.unwrap_or(buf.len());
+        let keep_from = under_way.first().copied().unwrap_or(resume).min(resume);
+        self.pending = under_way.into_iter().map(|p| p - keep_from).collect();
+        self.resume = resume - keep_from;
+        (keep_from, Ok(()))
     }
 
     fn judge_sni(&self, sni: Option<String>) -> Result<(), String> {
@@ -266,6 +293,48 @@ mod tests {
         assert_eq!(at, stream.len() - 1);
         assert!(at > after);
         assert!(rule.starts_with("sni-mismatch b.test"), "{rule}");
+    }
+
+    /// A lookalike of a ClientHello's start sent as a plaintext command
+    /// (its record claims 16 KiB) must not shield the real ClientHello that
+    /// comes inside its span after STARTTLS: that one is judged when it
+    /// completes, not when the lookalike would.
+    #[test]
+    fn a_client_hello_inside_an_unfinished_lookalike_is_judged_when_it_completes() {
+        let mut stream = b"EHLO sandbox\r\nNOOP ".to_vec();
+        stream.extend_from_slice(&[CONTENT_HANDSHAKE, 3, 1, 0x40, 0, 1, 0, 0x3f, 0xf0, 3, 3]);
+        stream.extend_from_slice(b"\r\nSTARTTLS\r\n");
+        let hello = build_client_hello(Some("b.test"));
+        stream.extend_from_slice(&hello);
+        let complete = stream.len();
+        // The TLS session the server would have begun with that hello.
+        for _ in 0..64 {
+            stream.extend_from_slice(&[0x17, 3, 3, 0, 200]);
+            stream.extend_from_slice(&[0xab; 200]);
+        }
+        for size in [1, 9, 100, 1000] {
+            let (at, rule) = refused_at(&stream, size).expect("refused");
+            assert_eq!(rule, "sni-mismatch b.test (TLS after a plaintext start)");
+            assert!(
+                at < complete && complete <= at + size,
+                "chunks of {size}: refused at {at}, the hello completes at {complete}"
+            );
+        }
+    }
+
+    /// More ClientHello starts under way at once than a client sends is
+    /// refused, so the kept bytes stay bounded.
+    #[test]
+    fn too_many_client_hellos_under_way_are_refused() {
+        let mut stream = Vec::new();
+        for _ in 0..=MAX_PENDING {
+            stream.extend_from_slice(&[CONTENT_HANDSHAKE, 3, 1, 0x40, 0, 1, 0, 0x3f, 0xf0, 3, 3]);
+        }
+        let (_, rule) = refused_at(&stream, stream.len()).expect("refused");
+        assert!(
+            rule.starts_with("too many ClientHellos under way"),
+            "{rule}"
+        );
     }
 
     #[test]

@@ -113,8 +113,10 @@ pub fn chunked(data: &[u8]) {
 
 /// The late-ClientHello watch must never panic, and must judge a stream
 /// the same however TCP cuts it: with one byte at a time it refuses (or
-/// not) at some byte; cut anywhere else, it refuses for the same rule in
-/// the chunk that holds that byte, never earlier or later.
+/// not) at some byte; cut anywhere else, it refuses in the chunk that
+/// holds that byte, never earlier or later. (Where two ClientHellos fail
+/// in one chunk, the rule names the first to start, which need not be
+/// the first to fail.)
 pub fn late_hello(data: &[u8]) {
     let refused_at = |cuts: &mut dyn Iterator<Item = usize>| -> Option<(usize, usize, String)> {
         let mut w = LateHelloWatch::new("a.test", false);
@@ -129,7 +131,7 @@ pub fn late_hello(data: &[u8]) {
         None
     };
     let by_byte = refused_at(&mut (1..data.len()));
-    let byte = by_byte.as_ref().map(|(at, _, rule)| (*at, rule.clone()));
+    let byte = by_byte.as_ref().map(|(at, _, _)| *at);
     let seed = data.first().copied().unwrap_or(1).max(1) as usize;
     for cuts in [
         vec![],
@@ -138,8 +140,7 @@ pub fn late_hello(data: &[u8]) {
     ] {
         match (refused_at(&mut cuts.into_iter()), &byte) {
             (None, None) => {}
-            (Some((start, end, rule)), Some((at, by_byte_rule))) => {
-                assert_eq!(&rule, by_byte_rule);
+            (Some((start, end, _)), Some(at)) => {
                 assert!(
                     start <= *at && *at < end,
                     "refused in {start}..{end}, byte {at}"
