@@ -18,8 +18,8 @@
 //! Where a ClientHello starts: a handshake record header (22, 3, a
 //! version, a length of 1 to the largest record) whose handshake message,
 //! reassembled across records, begins like a ClientHello (type 1, a body
-//! of 41 bytes to [`MAX_CLIENT_HELLO`], legacy version 3.x). Random bytes
-//! look like that at about one place in 2^40, so a binary protocol is not
+//! of 41 bytes to 192 KiB, legacy version 3.x). Random bytes look like
+//! that at about one place in 2^40, so a binary protocol is not
 //! cut by chance; a place that does is judged as a tunnel's first
 //! ClientHello is, failing closed: it must parse and name the host. Each
 //! such place is judged on its own, also one inside another that is still
@@ -28,9 +28,7 @@
 //! ClientHello in the old SSLv2 format, which has no SNI, is not looked
 //! for here.
 
-use crate::sni::{
-    parse_client_hello, CONTENT_HANDSHAKE, HANDSHAKE_CLIENT_HELLO, MAX_CLIENT_HELLO, MAX_RECORD,
-};
+use crate::sni::{parse_client_hello, CONTENT_HANDSHAKE, HANDSHAKE_CLIENT_HELLO, MAX_RECORD};
 
 /// The shortest ClientHello body: version, random, an empty session id,
 /// one cipher suite, one compression method.
@@ -191,24 +189,23 @@ fn starts_a_client_hello(buf: &[u8]) -> Option<bool> {
     Some(true)
 }
 
-/// Whether the first bytes of a handshake message fit a ClientHello.
+/// Whether the first bytes of a handshake message fit a ClientHello that
+/// some server takes: type 1, a body of at least [`MIN_HELLO_BODY`] bytes
+/// and below 3 x 64 KiB (OpenSSL takes up to 128 KiB), legacy version 3.x.
+/// A longer body than [`crate::sni::MAX_CLIENT_HELLO`] still starts one: it is then
+/// refused as too large, as at a tunnel's start.
 fn hello_prefix_fits(prefix: &[u8]) -> bool {
     let fixed = prefix.iter().enumerate().all(|(i, &b)| match i {
         0 => b == HANDSHAKE_CLIENT_HELLO,
-        // The body's length has three bytes; the largest accepted has
-        // none in the first.
-        1 => b == 0,
+        1 => b <= 2,
         4 => b == 3,
         _ => true,
     });
-    let length_fits = match prefix {
-        [_, a, b, c, ..] => {
-            let body = u32::from_be_bytes([0, *a, *b, *c]) as usize;
-            (MIN_HELLO_BODY..=MAX_CLIENT_HELLO - 4).contains(&body)
-        }
+    let long_enough = match prefix {
+        [_, a, b, c, ..] => u32::from_be_bytes([0, *a, *b, *c]) as usize >= MIN_HELLO_BODY,
         _ => true,
     };
-    fixed && length_fits
+    fixed && long_enough
 }
 
 #[cfg(test)]
@@ -320,6 +317,21 @@ mod tests {
                 "chunks of {size}: refused at {at}, the hello completes at {complete}"
             );
         }
+    }
+
+    /// A ClientHello larger than the proxy reads (a server may take one up
+    /// to 128 KiB) is refused as too large, not passed as no ClientHello.
+    #[test]
+    fn a_late_client_hello_larger_than_the_proxy_reads_is_refused() {
+        let body = 40 * 1024u32;
+        let mut stream = b"STARTTLS\r\n".to_vec();
+        stream.extend_from_slice(&[CONTENT_HANDSHAKE, 3, 1, 0x40, 0]);
+        stream.push(HANDSHAKE_CLIENT_HELLO);
+        stream.extend_from_slice(&body.to_be_bytes()[1..]);
+        stream.extend_from_slice(&[3, 3]);
+        stream.extend_from_slice(&vec![0; 0x4000 - 6]);
+        let (_, rule) = refused_at(&stream, 512).expect("refused");
+        assert!(rule.contains("too large"), "{rule}");
     }
 
     /// More ClientHello starts under way at once than a client sends is
