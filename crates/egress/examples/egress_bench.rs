@@ -60,51 +60,49 @@ fn args() -> Args {
     a
 }
 
-/// Sends `bytes` to every connection, then closes it.
-fn bulk_server(bytes: usize) -> SocketAddr {
+/// A loopback listener that runs `serve` on a thread of its own for every
+/// connection it accepts.
+fn server(serve: impl Fn(TcpStream) + Send + Sync + Clone + 'static) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
-        let buf = vec![0x5a_u8; 256 * 1024];
         for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            let buf = buf.clone();
-            std::thread::spawn(move || {
-                let mut left = bytes;
-                while left > 0 {
-                    let n = left.min(buf.len());
-                    if c.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                    left -= n;
-                }
-            });
+            let Ok(c) = c else { continue };
+            let serve = serve.clone();
+            std::thread::spawn(move || serve(c));
         }
     });
     addr
 }
 
+/// Sends `bytes` to every connection, then closes it.
+fn bulk_server(bytes: usize) -> SocketAddr {
+    let buf = std::sync::Arc::new(vec![0x5a_u8; 256 * 1024]);
+    server(move |mut c| {
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(buf.len());
+            if c.write_all(&buf[..n]).is_err() {
+                return;
+            }
+            left -= n;
+        }
+    })
+}
+
 /// Reads `bytes` from every connection, then answers one byte.
 fn sink_server(bytes: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let mut buf = vec![0u8; 256 * 1024];
-                let mut left = bytes;
-                while left > 0 {
-                    match c.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => left = left.saturating_sub(n),
-                    }
-                }
-                let _ = c.write_all(b"k");
-            });
+    server(move |mut c| {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut left = bytes;
+        while left > 0 {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n),
+            }
         }
-    });
-    addr
+        let _ = c.write_all(b"k");
+    })
 }
 
 /// Sends `bytes` of pseudo-random data (as compressed or encrypted
@@ -127,35 +125,27 @@ fn upload(mut s: TcpStream, bytes: usize) -> f64 {
 
 /// A keep-alive HTTP/1.1 origin answering every request with "ok".
 fn http_server() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let _ = c.set_nodelay(true);
-                let mut buf = vec![0u8; 16 * 1024];
-                let mut have = 0;
-                loop {
-                    match find_head_end(&buf[..have]) {
-                        Some(end) => {
-                            let close = contains_ci(&buf[..end], b"connection: close");
-                            buf.copy_within(end..have, 0);
-                            have -= end;
-                            if c.write_all(RESPONSE).is_err() || close {
-                                return;
-                            }
-                        }
-                        None => match c.read(&mut buf[have..]) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => have += n,
-                        },
+    server(|mut c| {
+        let _ = c.set_nodelay(true);
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut have = 0;
+        loop {
+            match find_head_end(&buf[..have]) {
+                Some(end) => {
+                    let close = contains_ci(&buf[..end], b"connection: close");
+                    buf.copy_within(end..have, 0);
+                    have -= end;
+                    if c.write_all(RESPONSE).is_err() || close {
+                        return;
                     }
                 }
-            });
+                None => match c.read(&mut buf[have..]) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => have += n,
+                },
+            }
         }
-    });
-    addr
+    })
 }
 
 fn find_head_end(b: &[u8]) -> Option<usize> {

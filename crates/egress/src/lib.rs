@@ -62,7 +62,7 @@ pub use event::{
 };
 pub use identity::{Identity, InjectWhere, SecretBinding};
 pub use live::LiveGrants;
-pub use nat64::{prefixes_in as nat64_prefixes_in, Nat64Prefix};
+pub use nat64::Nat64Prefix;
 pub use proxy::{
     Approver, BoxFuture, DenyApprover, Egress, EgressSummary, EventWriter, InterceptedTunnel,
     LimitRefusal, PlainHttpWatch, ProxyHandle, RequestGate, Ruling, SecretNote, TlsInterceptor,
